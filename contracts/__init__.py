@@ -1,0 +1,69 @@
+"""Sidekick's wire format: typed events, the model's structured outputs, subject names.
+
+No I/O lives here. JSON Schemas of every model are committed under `contracts/schemas/` and
+compared by a test, so a wire change is always a visible diff (`python -m contracts.schemas`
+rewrites them).
+"""
+
+from contracts.base import Event, Model, Source, Turn, Usage, new_id, utcnow
+from contracts.decisions import (
+    WORKER_DESCRIPTIONS,
+    FrontlineDecision,
+    OrchestratorDecision,
+    Parameter,
+    Question,
+    Verdict,
+    WorkerType,
+)
+from contracts.events import (
+    EVENT_ADAPTER,
+    AnyEvent,
+    ChatRequested,
+    EvaluationRequested,
+    OrchestratorDecided,
+    Progress,
+    RequestCompleted,
+    RequestFailed,
+    RequestRouted,
+    StreamChunk,
+    TerminalEvent,
+    VerdictIssued,
+    WorkerResult,
+    WorkerTask,
+    parse_event,
+)
+from contracts.subjects import DEFAULT, Subjects
+
+__all__ = [
+    "DEFAULT",
+    "EVENT_ADAPTER",
+    "WORKER_DESCRIPTIONS",
+    "AnyEvent",
+    "ChatRequested",
+    "EvaluationRequested",
+    "Event",
+    "FrontlineDecision",
+    "Model",
+    "OrchestratorDecided",
+    "OrchestratorDecision",
+    "Parameter",
+    "Progress",
+    "Question",
+    "RequestCompleted",
+    "RequestFailed",
+    "RequestRouted",
+    "Source",
+    "StreamChunk",
+    "Subjects",
+    "TerminalEvent",
+    "Turn",
+    "Usage",
+    "Verdict",
+    "VerdictIssued",
+    "WorkerResult",
+    "WorkerTask",
+    "WorkerType",
+    "new_id",
+    "parse_event",
+    "utcnow",
+]

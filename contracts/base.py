@@ -1,0 +1,66 @@
+"""Shared building blocks of the wire format: the event base class and small value types."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+
+def new_id() -> str:
+    """A fresh random identifier (hex, 32 chars)."""
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Model(BaseModel):
+    """Base of every wire type: immutable, and unknown fields are an error, not a surprise."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Event(Model):
+    """Fields every event on the bus carries."""
+
+    event_id: str = Field(default_factory=new_id, description="Unique id of this event.")
+    request_id: str = Field(description="The user request this event belongs to.")
+    session_id: str = Field(
+        description="The conversation, scoped by the gateway under the client's principal."
+    )
+    ts: AwareDatetime = Field(default_factory=utcnow, description="When the event was created.")
+
+
+class Usage(Model):
+    """Token usage of one or more model calls."""
+
+    input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
+    output_tokens: int = Field(default=0, ge=0, description="Completion tokens.")
+    calls: int = Field(default=0, ge=0, description="Number of model calls counted.")
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            calls=self.calls + other.calls,
+        )
+
+
+class Turn(Model):
+    """One message of a conversation."""
+
+    role: str = Field(description="'user' or 'assistant'.", pattern="^(user|assistant)$")
+    content: str = Field(description="The message text.")
+    request_id: str | None = Field(default=None, description="Request that produced this turn.")
+
+
+class Source(Model):
+    """A web source a worker used."""
+
+    title: str = Field(description="Title of the page.")
+    url: str = Field(description="Address of the page.")
+    snippet: str = Field(default="", description="Short excerpt.")
+    age: str | None = Field(default=None, description="How old the page is, as the API says.")

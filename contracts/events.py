@@ -1,0 +1,202 @@
+"""Every event of the request flow, and the discriminated union of all of them.
+
+Flow: ChatRequested -> (frontline) StreamChunk* + RequestCompleted | RequestRouted
+-> (orchestrator) OrchestratorDecided -> WorkerTask -> (worker) WorkerResult
+-> (orchestrator) EvaluationRequested -> (evaluator) VerdictIssued -> (orchestrator)
+WorkerTask (retry) | RequestCompleted | RequestFailed. Progress events narrate the way.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, TypeAdapter
+
+from contracts.base import Event, Source, Turn, Usage
+from contracts.decisions import OrchestratorDecision, Verdict, WorkerType
+
+
+class RequestOptions(Event):
+    """Fields a user request carries from the gateway all the way to the orchestrator."""
+
+    message: str = Field(description="The user's message.")
+    success_criteria: str | None = Field(
+        default=None, description="Criteria the user gave; they win over generated ones."
+    )
+    use_evaluator: bool = Field(default=True, description="Judge outputs before answering.")
+    skip_cache: bool = Field(default=False, description="Bypass the semantic cache.")
+    principal: str = Field(default="anonymous", description="Who sent the request.")
+    reply_to: str | None = Field(default=None, description="A parked request this message answers.")
+
+
+class ChatRequested(RequestOptions):
+    """A user message accepted and acknowledged by the gateway."""
+
+    kind: Literal["chat.requested"] = "chat.requested"
+
+
+class RequestRouted(RequestOptions):
+    """The frontline decided the request needs the orchestrator."""
+
+    kind: Literal["request.routed"] = "request.routed"
+    reason: str = Field(description="Why the frontline routed it.")
+    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+
+
+class OrchestratorDecided(Event):
+    """The orchestrator's decision for a request (recorded and reported as progress)."""
+
+    kind: Literal["orchestrator.decided"] = "orchestrator.decided"
+    decision: OrchestratorDecision = Field(description="The decision as the model gave it.")
+
+
+class WorkerTask(Event):
+    """One attempt's work for one worker kind."""
+
+    kind: Literal["worker.task"] = "worker.task"
+    attempt: int = Field(ge=1, description="Attempt number, from 1.")
+    worker_type: WorkerType = Field(description="Which worker kind runs it.")
+    message: str = Field(description="The user's original message.")
+    task_description: str = Field(description="What to do.")
+    parameters: dict[str, str] = Field(default_factory=dict, description="Named inputs.")
+    success_criteria: str = Field(description="How the output will be judged.")
+    feedback: str | None = Field(default=None, description="The last verdict's feedback.")
+    suggestions: list[str] = Field(default_factory=list, description="The last suggestions.")
+    previous_output: str | None = Field(default=None, description="The last attempt's output.")
+    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+
+
+class WorkerResult(Event):
+    """What a worker produced for one attempt."""
+
+    kind: Literal["worker.result"] = "worker.result"
+    attempt: int = Field(ge=1, description="Attempt number the result answers.")
+    worker_type: WorkerType = Field(description="Which worker kind produced it.")
+    success: bool = Field(description="False when the worker could not do the task.")
+    output: str = Field(default="", description="The worker's answer.")
+    error: str | None = Field(default=None, description="Why it failed, when it did.")
+    retryable: bool = Field(default=False, description="Whether a retry may succeed.")
+    sources: list[Source] = Field(default_factory=list, description="Sources used.")
+    usage: Usage = Field(default_factory=Usage, description="Model usage of this attempt.")
+
+
+class EvaluationRequested(Event):
+    """Ask the evaluator to judge one attempt's output."""
+
+    kind: Literal["evaluation.requested"] = "evaluation.requested"
+    attempt: int = Field(ge=1, description="Attempt number being judged.")
+    worker_type: WorkerType = Field(description="Worker kind that produced the output.")
+    message: str = Field(description="The user's original message.")
+    task_description: str = Field(description="The task given to the worker.")
+    success_criteria: str = Field(description="What to judge against.")
+    output: str = Field(description="The worker's output.")
+    sources: list[Source] = Field(default_factory=list, description="Sources the worker cited.")
+    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+
+
+class VerdictIssued(Event):
+    """The evaluator's verdict on one attempt."""
+
+    kind: Literal["evaluation.verdict"] = "evaluation.verdict"
+    attempt: int = Field(ge=1, description="Attempt number judged.")
+    verdict: Verdict | None = Field(default=None, description="The judgement, if one was had.")
+    error: str | None = Field(
+        default=None, description="Why no judgement could be had (the model failed)."
+    )
+    usage: Usage = Field(default_factory=Usage, description="Model usage of the evaluation.")
+
+
+class StreamChunk(Event):
+    """A piece of the answer, streamed as the model produces it (core NATS)."""
+
+    kind: Literal["stream.chunk"] = "stream.chunk"
+    seq: int = Field(ge=0, description="Order of the chunk within the request.")
+    text: str = Field(description="The text of the chunk.")
+
+
+ProgressStage = Literal[
+    "accepted",
+    "direct",
+    "routed",
+    "decided",
+    "attempt_started",
+    "attempt_finished",
+    "evaluated",
+    "retrying",
+]
+
+
+class Progress(Event):
+    """A step of the request's way, for clients in events mode (core NATS)."""
+
+    kind: Literal["progress"] = "progress"
+    stage: ProgressStage = Field(description="Which step.")
+    detail: str = Field(default="", description="Human-readable detail.")
+    attempt: int | None = Field(default=None, description="Attempt number, where one applies.")
+    worker_type: WorkerType | None = Field(default=None, description="Worker kind, if any.")
+    passed: bool | None = Field(default=None, description="Verdict, for 'evaluated'.")
+    score: int | None = Field(default=None, description="Verdict score, for 'evaluated'.")
+    feedback: str | None = Field(default=None, description="Verdict feedback, for 'evaluated'.")
+    suggestions: list[str] = Field(default_factory=list, description="Verdict suggestions.")
+
+
+class RequestCompleted(Event):
+    """The request's final answer."""
+
+    kind: Literal["request.completed"] = "request.completed"
+    status: Literal["completed", "partial"] = Field(
+        description="'partial' when attempts ran out before a passing verdict."
+    )
+    output: str = Field(description="The answer shown to the user.")
+    route: Literal["direct", "orchestrated", "cached"] = Field(description="How it was answered.")
+    worker_type: WorkerType | None = Field(default=None, description="Worker kind, if any.")
+    attempts: int = Field(default=0, ge=0, description="Attempts made.")
+    score: int | None = Field(default=None, description="The last verdict's score.")
+    feedback: str | None = Field(default=None, description="The last verdict's feedback.")
+    sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
+    usage: Usage = Field(default_factory=Usage, description="Total model usage.")
+
+
+FailureCode = Literal[
+    "llm_not_configured",
+    "llm_unavailable",
+    "llm_invalid_output",
+    "refused",
+    "worker_failed",
+    "unknown_worker",
+    "delivery_exhausted",
+    "internal",
+]
+
+
+class RequestFailed(Event):
+    """The request ended without an answer; `error` says why in words a user can act on."""
+
+    kind: Literal["request.failed"] = "request.failed"
+    code: FailureCode = Field(description="Machine-readable reason.")
+    error: str = Field(description="What went wrong and what to do about it.")
+
+
+AnyEvent = Annotated[
+    ChatRequested
+    | RequestRouted
+    | OrchestratorDecided
+    | WorkerTask
+    | WorkerResult
+    | EvaluationRequested
+    | VerdictIssued
+    | StreamChunk
+    | Progress
+    | RequestCompleted
+    | RequestFailed,
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+
+TerminalEvent = RequestCompleted | RequestFailed
+
+
+def parse_event(data: bytes | str) -> AnyEvent:
+    """Parse any event from its JSON; raises pydantic.ValidationError on bad input."""
+    return EVENT_ADAPTER.validate_json(data)

@@ -1,0 +1,139 @@
+"""Subject, stream and bucket names. Services never spell a subject themselves.
+
+Everything hangs under one namespace (default `sidekick`) so that several systems, or
+several test runs, can share one NATS server without seeing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_NAMESPACE = "sidekick"
+
+# Relative subject names (commands imperative, events past tense).
+CHAT_REQUESTED = "chat.requested"
+REQUEST_ROUTED = "request.routed"
+ORCHESTRATOR_DECIDED = "orchestrator.decided"
+WORKER_RUN = "worker.{kind}.run"
+WORKER_COMPLETED = "worker.completed"
+EVALUATOR_RUN = "evaluator.run"
+EVALUATION_COMPLETED = "evaluation.completed"
+# Everything a client may see about a request shares one prefix, so a gateway hears it on a
+# single subscription, in the order it was published.
+OUT = "out.{request_id}.{what}"
+REQUEST_COMPLETED = "out.{request_id}.completed"
+REQUEST_FAILED = "out.{request_id}.failed"
+STREAM = "out.{request_id}.chunk"
+PROGRESS = "out.{request_id}.progress"
+DEADLETTER = "deadletter.{source}"
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """Absolute names for one namespace."""
+
+    namespace: str = DEFAULT_NAMESPACE
+
+    def _abs(self, name: str) -> str:
+        return f"{self.namespace}.{name}"
+
+    @property
+    def chat_requested(self) -> str:
+        return self._abs(CHAT_REQUESTED)
+
+    @property
+    def request_routed(self) -> str:
+        return self._abs(REQUEST_ROUTED)
+
+    @property
+    def orchestrator_decided(self) -> str:
+        return self._abs(ORCHESTRATOR_DECIDED)
+
+    def worker_run(self, kind: str) -> str:
+        return self._abs(WORKER_RUN.format(kind=kind.lower()))
+
+    @property
+    def worker_run_all(self) -> str:
+        return self._abs(WORKER_RUN.format(kind="*"))
+
+    @property
+    def worker_completed(self) -> str:
+        return self._abs(WORKER_COMPLETED)
+
+    @property
+    def evaluator_run(self) -> str:
+        return self._abs(EVALUATOR_RUN)
+
+    @property
+    def evaluation_completed(self) -> str:
+        return self._abs(EVALUATION_COMPLETED)
+
+    def request_completed(self, request_id: str) -> str:
+        return self._abs(REQUEST_COMPLETED.format(request_id=request_id))
+
+    def request_failed(self, request_id: str) -> str:
+        return self._abs(REQUEST_FAILED.format(request_id=request_id))
+
+    def stream(self, request_id: str) -> str:
+        return self._abs(STREAM.format(request_id=request_id))
+
+    def progress(self, request_id: str) -> str:
+        return self._abs(PROGRESS.format(request_id=request_id))
+
+    @property
+    def out_all(self) -> str:
+        """Every client-bound event of every request."""
+        return self._abs("out.>")
+
+    def deadletter(self, source: str) -> str:
+        return self._abs(DEADLETTER.format(source=source))
+
+    # JetStream streams and KV buckets.
+    @property
+    def work_stream(self) -> str:
+        return f"{self.namespace.upper()}_WORK"
+
+    @property
+    def results_stream(self) -> str:
+        return f"{self.namespace.upper()}_RESULTS"
+
+    @property
+    def deadletter_stream(self) -> str:
+        return f"{self.namespace.upper()}_DEADLETTER"
+
+    @property
+    def work_subjects(self) -> list[str]:
+        return [
+            self.chat_requested,
+            self.request_routed,
+            self.worker_run_all,
+            self.worker_completed,
+            self.evaluator_run,
+            self.evaluation_completed,
+        ]
+
+    @property
+    def result_subjects(self) -> list[str]:
+        return [self.request_completed("*"), self.request_failed("*")]
+
+    def bucket(self, name: str) -> str:
+        return f"{self.namespace}_{name}"
+
+    @property
+    def requests_bucket(self) -> str:
+        return self.bucket("requests")
+
+    @property
+    def sessions_bucket(self) -> str:
+        return self.bucket("sessions")
+
+    @property
+    def results_bucket(self) -> str:
+        return self.bucket("results")
+
+    @property
+    def ledger_bucket(self) -> str:
+        return self.bucket("ledger")
+
+
+DEFAULT = Subjects()

@@ -1,0 +1,1 @@
+"""Sidekick's services: one package per role, plus the shared `runtime`."""

@@ -1,0 +1,107 @@
+"""The `sidekick` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
+
+
+def _logging(service: str) -> None:
+    level = os.environ.get("SIDEKICK_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(
+        level=level,
+        format=f"%(asctime)s {service:<12} %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Libraries are chatty at INFO; keep our own messages.
+    for noisy in ("httpx", "openai", "faststream", "nats"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _run(service: str, kinds: str | None) -> int:
+    from services.runtime.settings import Settings
+
+    _logging(service)
+    settings = Settings()
+    if service == "gateway":
+        from services.gateway.app import build as build_gateway
+
+        host = build_gateway(settings)
+    elif service == "frontline":
+        from services.frontline.app import build as build_frontline
+
+        host = build_frontline(settings)
+    elif service == "orchestrator":
+        from services.orchestrator.app import build as build_orchestrator
+
+        host = build_orchestrator(settings)
+    elif service == "evaluator":
+        from services.evaluator.app import build as build_evaluator
+
+        host = build_evaluator(settings)
+    else:
+        from services.workers.app import build as build_workers
+
+        host = build_workers(settings, kinds.split(",") if kinds else None)
+    host.run()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sidekick", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_up = sub.add_parser("up", help="run the whole system on this machine")
+    p_up.add_argument("--data-dir", type=Path, default=None, help="state dir (default .sidekick)")
+    p_up.add_argument("--port", type=int, default=None, help="gateway port (default 8080)")
+    p_up.add_argument("--host", default="127.0.0.1", help="gateway address (default 127.0.0.1)")
+    p_up.add_argument("--nats-url", default=None, help="use this NATS server instead of one")
+    p_up.add_argument("--workers", default=None, help="worker kinds, e.g. general,search")
+
+    p_run = sub.add_parser("run", help="run one service (as a container does)")
+    p_run.add_argument("service", choices=SERVICES)
+    p_run.add_argument("--kinds", default=None, help="workers only: kinds to run")
+
+    p_chat = sub.add_parser("chat", help="chat in the terminal over the WebSocket")
+    p_chat.add_argument("--url", default=None, help="default ws://127.0.0.1:8080/ws")
+    p_chat.add_argument("--session", default=None, help="session uuid to use or resume")
+    p_chat.add_argument("--criteria", default=None, help="success criteria for every message")
+    p_chat.add_argument("--quiet", action="store_true", help="hide progress lines")
+
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return _run(args.service, args.kinds)
+    if args.command == "up":
+        from services.runtime.settings import Settings
+        from services.supervisor import up
+
+        settings = Settings()
+        return up(
+            data_dir=args.data_dir or settings.data_dir,
+            port=args.port or settings.gateway_port,
+            nats_url=args.nats_url or os.environ.get("SIDEKICK_NATS_URL"),
+            workers=args.workers,
+            host=args.host,
+        )
+    if args.command == "chat":
+        from services.chat import chat
+
+        url = args.url or f"ws://127.0.0.1:{os.environ.get('SIDEKICK_GATEWAY_PORT', '8080')}/ws"
+        try:
+            return asyncio.run(chat(url, args.session, args.criteria, not args.quiet))
+        except (KeyboardInterrupt, EOFError):
+            return 0
+        except OSError as exc:
+            print(f"could not connect to {url}: {exc} (is `sidekick up` running?)")
+            return 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

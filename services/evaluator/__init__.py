@@ -1,0 +1,1 @@
+"""Evaluator: judges a worker's output against the task and the success criteria."""

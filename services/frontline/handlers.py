@@ -1,0 +1,110 @@
+"""Frontline's handler: decide, then stream a direct answer or route."""
+
+from __future__ import annotations
+
+import logging
+
+from contracts import (
+    ChatRequested,
+    FrontlineDecision,
+    Progress,
+    RequestCompleted,
+    RequestFailed,
+    RequestRouted,
+    StreamChunk,
+    Turn,
+    Usage,
+)
+from contracts.events import ProgressStage
+from services.frontline import prompts
+from services.runtime.bus import Bus, msg_id
+from services.runtime.errors import MODEL_ERRORS
+from services.runtime.failures import failure_code
+from services.runtime.llm import LLMClient, StreamResult
+from services.runtime.outcomes import finish, is_finished, load_history
+from services.runtime.prompts import conversation
+
+log = logging.getLogger("sidekick.frontline")
+
+
+class Frontline:
+    def __init__(self, bus: Bus, llm: LLMClient) -> None:
+        self.bus = bus
+        self.llm = llm
+
+    async def handle(self, req: ChatRequested) -> None:
+        if await is_finished(self.bus, req.request_id):
+            return  # a redelivery of a request that already ended
+        history = await load_history(self.bus, req.session_id, self.bus.settings.history_turns)
+        try:
+            decision = await self.llm.structured(
+                conversation(prompts.SYSTEM, history, req.message), FrontlineDecision
+            )
+        except MODEL_ERRORS as exc:
+            await self._fail(req, exc)
+            return
+        if decision.value.route_to_orchestrator:
+            await self._progress(req, "routed", decision.value.reason)
+            routed = RequestRouted(
+                **req.model_dump(exclude={"kind", "event_id", "ts"}),
+                reason=decision.value.reason,
+                history=history,
+            )
+            await self.bus.publish(
+                routed,
+                self.bus.subjects.request_routed,
+                dedupe_key=msg_id(req.request_id, "routed"),
+            )
+            return
+        await self._progress(req, "direct", decision.value.reason)
+        await self._answer(req, history, decision.usage)
+
+    async def _answer(self, req: ChatRequested, history: list[Turn], usage: Usage) -> None:
+        result = StreamResult()
+        subject = self.bus.subjects.stream(req.request_id)
+        messages = conversation(prompts.ANSWER, history, req.message)
+        try:
+            seq = 0
+            async for delta in self.llm.stream(messages, result):
+                chunk = StreamChunk(
+                    request_id=req.request_id, session_id=req.session_id, seq=seq, text=delta
+                )
+                await self.bus.emit(chunk, subject)
+                seq += 1
+        except MODEL_ERRORS as exc:
+            await self._fail(req, exc)
+            return
+        done = RequestCompleted(
+            request_id=req.request_id,
+            session_id=req.session_id,
+            status="completed",
+            output=result.text,
+            route="direct",
+            usage=usage + result.usage,
+        )
+        await finish(self.bus, done, user_message=req.message)
+
+    async def _progress(self, req: ChatRequested, stage: ProgressStage, detail: str) -> None:
+        event = Progress(
+            request_id=req.request_id, session_id=req.session_id, stage=stage, detail=detail
+        )
+        await self.bus.emit(event, self.bus.subjects.progress(req.request_id))
+
+    async def _fail(self, req: ChatRequested, exc: BaseException) -> None:
+        log.warning("request %s failed: %s", req.request_id, exc)
+        failed = RequestFailed(
+            request_id=req.request_id,
+            session_id=req.session_id,
+            code=failure_code(exc),
+            error=str(exc),
+        )
+        await finish(self.bus, failed, user_message=req.message)
+
+    async def exhausted(self, req: ChatRequested, exc: BaseException) -> None:
+        failed = RequestFailed(
+            request_id=req.request_id,
+            session_id=req.session_id,
+            code="delivery_exhausted",
+            error=f"The frontline could not process this request: {exc}",
+        )
+        await finish(self.bus, failed, user_message=req.message)

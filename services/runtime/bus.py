@@ -1,0 +1,279 @@
+"""The durable bus: topology (streams, buckets), publishing with dedupe keys, and the consumer
+wrapper every service uses for work that must not be lost.
+
+A durable handler gets one typed event. The wrapper acks only after the handler returns (so its
+output was published), sends in-progress heartbeats while it runs, rejects poison input at
+once (to the dead-letter stream), naks transient failures with a delay, and on the last allowed
+delivery hands the event to an `on_exhausted` callback so the request still ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import nats.js.errors
+from faststream import AckPolicy
+from faststream.nats import (
+    ConsumerConfig,
+    DeliverPolicy,
+    JStream,
+    NatsBroker,
+    NatsMessage,
+    PullSub,
+)
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import (
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.kv import KeyValue
+from pydantic import BaseModel, ValidationError
+
+from contracts import Event, Subjects
+from services.runtime.metrics import DEAD_LETTERS
+from services.runtime.settings import Settings
+
+log = logging.getLogger("sidekick.bus")
+
+E = TypeVar("E", bound=Event)
+
+DAY = 24 * 3600
+
+
+def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
+    """Dedupe key of one publish: the same (request, step, attempt) is stored once."""
+    return f"{request_id}:{step}" if attempt is None else f"{request_id}:{step}:{attempt}"
+
+
+@dataclass
+class Buckets:
+    requests: KeyValue
+    sessions: KeyValue
+    results: KeyValue
+    ledger: KeyValue
+
+
+async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    """Create the stream, or bring an existing one to this configuration."""
+    try:
+        await js.add_stream(config)
+    except nats.js.errors.BadRequestError:
+        await js.update_stream(config)
+
+
+async def ensure_bucket(
+    js: JetStreamContext, name: str, *, history: int = 1, ttl: float = 0
+) -> KeyValue:
+    try:
+        return await js.key_value(name)
+    except nats.js.errors.BucketNotFoundError:
+        return await js.create_key_value(
+            KeyValueConfig(bucket=name, history=history, ttl=ttl, storage=StorageType.FILE)
+        )
+
+
+async def ensure_topology(js: JetStreamContext, subjects: Subjects) -> Buckets:
+    """Idempotently create every stream and bucket; safe to run from every replica."""
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.work_stream,
+            subjects=subjects.work_subjects,
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=DAY,
+            duplicate_window=10 * 60,
+        ),
+    )
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.results_stream,
+            subjects=subjects.result_subjects,
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=7 * DAY,
+            duplicate_window=10 * 60,
+        ),
+    )
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.deadletter_stream,
+            subjects=[subjects.deadletter("*")],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=30 * DAY,
+        ),
+    )
+    return Buckets(
+        requests=await ensure_bucket(js, subjects.requests_bucket, history=1, ttl=7 * DAY),
+        sessions=await ensure_bucket(js, subjects.sessions_bucket, history=1, ttl=30 * DAY),
+        results=await ensure_bucket(js, subjects.results_bucket, history=1, ttl=7 * DAY),
+        ledger=await ensure_bucket(js, subjects.ledger_bucket, history=1, ttl=30 * DAY),
+    )
+
+
+class Bus:
+    """One service's view of NATS: the broker, names, JetStream context and buckets."""
+
+    def __init__(self, broker: NatsBroker, settings: Settings, service: str) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.service = service
+        self.subjects = Subjects(settings.namespace)
+        self._buckets: Buckets | None = None
+        self._js: JetStreamContext | None = None
+
+    async def setup(self) -> None:
+        client: Client = await self.broker.connect()
+        self._js = client.jetstream()
+        self._buckets = await ensure_topology(self._js, self.subjects)
+
+    @property
+    def connected(self) -> bool:
+        try:
+            return bool(self.broker.connection.is_connected)
+        except Exception:  # not connected yet
+            return False
+
+    @property
+    def js(self) -> JetStreamContext:
+        assert self._js is not None, "Bus.setup() has not run"
+        return self._js
+
+    @property
+    def kv(self) -> Buckets:
+        assert self._buckets is not None, "Bus.setup() has not run"
+        return self._buckets
+
+    async def publish(self, event: BaseModel, subject: str, *, dedupe_key: str) -> None:
+        """Durable publish on JetStream; the server drops a second copy with the same key."""
+        await self.broker.publish(
+            event.model_dump_json().encode(),
+            subject,
+            headers={"Nats-Msg-Id": dedupe_key, "content-type": "application/json"},
+            stream=self._stream_for(subject),
+            timeout=10,
+        )
+
+    async def emit(self, event: BaseModel, subject: str) -> None:
+        """Fire-and-forget publish on core NATS (stream chunks, progress)."""
+        await self.broker.publish(
+            event.model_dump_json().encode(),
+            subject,
+            headers={"content-type": "application/json"},
+        )
+
+    def _stream_for(self, subject: str) -> str:
+        s = self.subjects
+        if subject.startswith(f"{s.namespace}.out.") and subject.endswith(
+            (".completed", ".failed")
+        ):
+            return s.results_stream
+        if subject.startswith(f"{s.namespace}.deadletter."):
+            return s.deadletter_stream
+        return s.work_stream
+
+    async def dead_letter(
+        self, source: str, reason: str, data: bytes, headers: dict[str, str]
+    ) -> None:
+        DEAD_LETTERS.labels(source, reason.split(":")[0][:40]).inc()
+        record = {"source": source, "reason": reason, "headers": headers}
+        with contextlib.suppress(UnicodeDecodeError):
+            record["body"] = data.decode()
+        await self.broker.publish(
+            json.dumps(record).encode(),
+            self.subjects.deadletter(source),
+            stream=self.subjects.deadletter_stream,
+            timeout=10,
+        )
+
+    def durable(
+        self,
+        subject: str,
+        model: type[E],
+        handler: Callable[[E], Awaitable[None]],
+        *,
+        consumer: str,
+        on_exhausted: Callable[[E, BaseException], Awaitable[None]] | None = None,
+    ) -> None:
+        """Register `handler` as the durable, load-shared consumer `consumer` of `subject`."""
+        settings = self.settings
+
+        @self.broker.subscriber(
+            subject,
+            stream=JStream(self._stream_for(subject), declare=False),
+            durable=f"{self.subjects.namespace}_{consumer}",
+            pull_sub=PullSub(batch_size=min(settings.max_concurrency, 16), timeout=2.0),
+            config=ConsumerConfig(
+                ack_wait=settings.ack_wait,
+                max_deliver=settings.max_deliver,
+                max_ack_pending=settings.max_concurrency * 4,
+                deliver_policy=DeliverPolicy.ALL,
+                filter_subject=subject,
+            ),
+            ack_policy=AckPolicy.MANUAL,
+            max_workers=settings.max_concurrency,
+        )
+        async def _consume(msg: NatsMessage) -> None:
+            await self._deliver(msg, subject, model, handler, on_exhausted)
+
+    async def _deliver(
+        self,
+        msg: NatsMessage,
+        subject: str,
+        model: type[E],
+        handler: Callable[[E], Awaitable[None]],
+        on_exhausted: Callable[[E, BaseException], Awaitable[None]] | None,
+    ) -> None:
+        raw = msg.raw_message
+        try:
+            event = model.model_validate_json(raw.data)
+        except ValidationError as exc:
+            log.error("poison message on %s: %s", subject, exc.errors()[:3])
+            await self.dead_letter(
+                self.service,
+                f"invalid: {exc.error_count()} errors",
+                raw.data,
+                dict(raw.headers or {}),
+            )
+            await msg.reject()
+            return
+        delivered = raw.metadata.num_delivered if raw.metadata else 1
+        beat = asyncio.create_task(self._heartbeat(msg))
+        try:
+            await handler(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if delivered >= self.settings.max_deliver:
+                log.exception("giving up on %s after %d deliveries", subject, delivered)
+                await self.dead_letter(
+                    self.service, f"exhausted: {exc!r}"[:500], raw.data, dict(raw.headers or {})
+                )
+                if on_exhausted is not None:
+                    await on_exhausted(event, exc)
+                await msg.reject()
+            else:
+                log.warning("retrying %s (delivery %d): %r", subject, delivered, exc)
+                await msg.nack(delay=min(2.0**delivered, 30.0))
+            return
+        finally:
+            beat.cancel()
+        await msg.ack()
+
+    async def _heartbeat(self, msg: NatsMessage) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_interval)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()

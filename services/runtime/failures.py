@@ -1,0 +1,14 @@
+"""Turning runtime errors into the failure codes clients see."""
+
+from __future__ import annotations
+
+from contracts.events import FailureCode
+from services.runtime.errors import LLMInvalidOutput, LLMNotConfigured
+
+
+def failure_code(exc: BaseException) -> FailureCode:
+    if isinstance(exc, LLMNotConfigured):
+        return "llm_not_configured"
+    if isinstance(exc, LLMInvalidOutput):
+        return "llm_invalid_output"
+    return "llm_unavailable"

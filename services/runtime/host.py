@@ -1,0 +1,111 @@
+"""Hosting one service: the broker with its middlewares, an HTTP surface for health and
+metrics, and a clean start/stop. Every service process is one `ServiceHost`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import uvicorn
+from faststream.nats import NatsBroker
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
+from faststream.nats.prometheus import NatsPrometheusMiddleware
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from services.runtime.bus import Bus
+from services.runtime.metrics import REGISTRY
+from services.runtime.settings import Settings
+from services.runtime.telemetry import setup_tracing
+
+log = logging.getLogger("sidekick")
+
+
+def make_broker(settings: Settings, service: str) -> NatsBroker:
+    """The broker every service uses: reconnects forever, traced and measured by middleware."""
+    tracer_provider = setup_tracing(service)
+    return NatsBroker(
+        settings.nats_url,
+        name=f"sidekick-{service}",
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1,
+        middlewares=[
+            NatsTelemetryMiddleware(tracer_provider=tracer_provider),
+            NatsPrometheusMiddleware(registry=REGISTRY, app_name=service),
+        ],
+        logger=logging.getLogger(f"sidekick.{service}.broker"),
+        log_level=logging.DEBUG,
+    )
+
+
+@dataclass
+class ServiceHost:
+    """A service: its bus, extra routes, and hooks run after the bus is ready / before stop."""
+
+    name: str
+    settings: Settings
+    bus: Bus
+    routes: Sequence[BaseRoute] = ()
+    on_ready: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    host: str | None = None
+    port: int | None = None
+
+    def asgi(self) -> Starlette:
+        async def healthz(_: Request) -> Response:
+            return JSONResponse({"status": "ok", "service": self.name})
+
+        async def readyz(_: Request) -> Response:
+            ok = self.bus.connected
+            return JSONResponse(
+                {"ready": ok, "service": self.name, "nats": "connected" if ok else "down"},
+                status_code=200 if ok else 503,
+            )
+
+        async def metrics(_: Request) -> Response:
+            return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_: Starlette) -> AsyncIterator[None]:
+            await self.bus.setup()
+            await self.bus.broker.start()
+            for hook in self.on_ready:
+                await hook()
+            log.info("%s ready (pid %d)", self.name, os.getpid())
+            try:
+                yield
+            finally:
+                for hook in self.on_stop:
+                    with contextlib.suppress(Exception):
+                        await hook()
+                await self.bus.broker.stop()
+
+        return Starlette(
+            routes=[
+                Route("/healthz", healthz),
+                Route("/readyz", readyz),
+                Route("/metrics", metrics),
+                *self.routes,
+            ],
+            lifespan=lifespan,
+        )
+
+    def run(self) -> None:
+        config = uvicorn.Config(
+            self.asgi(),
+            host=self.host or self.settings.ops_host,
+            port=self.port if self.port is not None else self.settings.ops_port,
+            log_level="warning",
+            lifespan="on",
+            ws_max_size=self.settings.max_frame_bytes * 4,
+            timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(config)
+        asyncio.run(server.serve())

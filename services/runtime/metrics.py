@@ -1,0 +1,69 @@
+"""The domain's Prometheus metrics. One registry per process; `/metrics` serves it."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+LLM_LATENCY = Histogram(
+    "sidekick_llm_request_duration_seconds",
+    "Latency of model calls.",
+    ["role", "model", "outcome"],
+    registry=REGISTRY,
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+)
+LLM_TOKENS = Counter(
+    "sidekick_llm_tokens_total",
+    "Tokens used by model calls.",
+    ["role", "model", "direction"],
+    registry=REGISTRY,
+)
+LLM_ERRORS = Counter(
+    "sidekick_llm_errors_total",
+    "Model calls that failed after retries, by error type.",
+    ["role", "model", "error"],
+    registry=REGISTRY,
+)
+REQUESTS = Counter(
+    "sidekick_requests_total",
+    "Requests that reached a terminal state, by outcome and route.",
+    ["outcome", "route"],
+    registry=REGISTRY,
+)
+ATTEMPTS = Histogram(
+    "sidekick_request_attempts",
+    "Attempts per orchestrated request.",
+    registry=REGISTRY,
+    buckets=(1, 2, 3, 4, 5, 10),
+)
+EVAL_SCORE = Histogram(
+    "sidekick_evaluator_score",
+    "Evaluator scores by worker type.",
+    ["worker_type"],
+    registry=REGISTRY,
+    buckets=(10, 20, 30, 40, 50, 60, 70, 80, 90, 100),
+)
+VERDICTS = Counter(
+    "sidekick_evaluator_verdicts_total",
+    "Verdicts by worker type and result.",
+    ["worker_type", "passed"],
+    registry=REGISTRY,
+)
+DEAD_LETTERS = Counter(
+    "sidekick_dead_letters_total",
+    "Messages moved to the dead-letter stream.",
+    ["source", "reason"],
+    registry=REGISTRY,
+)
+WS_CONNECTIONS = Gauge(
+    "sidekick_gateway_websocket_connections",
+    "Open WebSocket connections.",
+    registry=REGISTRY,
+)
+GATEWAY_FRAMES_REJECTED = Counter(
+    "sidekick_gateway_frames_rejected_total",
+    "Client frames rejected, by reason.",
+    ["reason"],
+    registry=REGISTRY,
+)

@@ -1,0 +1,107 @@
+"""Configuration from the environment (prefix `SIDEKICK_`), shared by every service."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Role = Literal["frontline", "orchestrator", "worker", "evaluator", "embeddings"]
+ROLES: tuple[Role, ...] = ("frontline", "orchestrator", "worker", "evaluator", "embeddings")
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """Where one role's model calls go. `configured` is False when nothing was set."""
+
+    role: str
+    base_url: str | None
+    api_key: str | None
+    model: str
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url or self.api_key)
+
+
+class Settings(BaseSettings):
+    """Every knob, read once at start-up. See the README's configuration table."""
+
+    model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
+
+    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS server URL.")
+    namespace: str = Field(default="sidekick", pattern=r"^[a-z][a-z0-9_]*$")
+    data_dir: Path = Field(default=Path(".sidekick"), description="Local state for `up`.")
+
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_model: str | None = None
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL")
+    )
+    openai_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY")
+    )
+    frontline_llm_base_url: str | None = None
+    frontline_llm_api_key: str | None = None
+    frontline_llm_model: str | None = None
+    orchestrator_llm_base_url: str | None = None
+    orchestrator_llm_api_key: str | None = None
+    orchestrator_llm_model: str | None = None
+    worker_llm_base_url: str | None = None
+    worker_llm_api_key: str | None = None
+    worker_llm_model: str | None = None
+    evaluator_llm_base_url: str | None = None
+    evaluator_llm_api_key: str | None = None
+    evaluator_llm_model: str | None = None
+    embeddings_base_url: str | None = None
+    embeddings_api_key: str | None = None
+    embeddings_model: str | None = None
+
+    llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per model call.")
+    llm_max_retries: int = Field(default=3, ge=0, description="Retries on 429/5xx/timeout.")
+    llm_retry_max_wait: float = Field(default=30.0, gt=0, description="Cap on one back-off.")
+
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    workers: str = Field(
+        default="GENERAL",
+        description="Worker kinds the orchestrator may choose (comma-separated).",
+    )
+    history_turns: int = Field(default=4, ge=0, description="Turns of history the agents see.")
+
+    ack_wait: float = Field(default=120.0, gt=0, description="JetStream ack wait, seconds.")
+    heartbeat_interval: float = Field(default=15.0, gt=0, description="in-progress every N s.")
+    max_deliver: int = Field(default=5, ge=2)
+    max_concurrency: int = Field(default=64, ge=1, description="Messages handled at once.")
+
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8080
+    max_frame_bytes: int = Field(default=64 * 1024, ge=256)
+    ops_host: str = "127.0.0.1"
+    ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = none.")
+
+    @property
+    def worker_kinds(self) -> list[str]:
+        return [k.strip().upper() for k in self.workers.split(",") if k.strip()]
+
+    def llm(self, role: Role) -> LLMConfig:
+        """Resolve one role's endpoint: role override, then SIDEKICK_LLM_*, then OPENAI_*."""
+        if role == "embeddings":
+            base = self.embeddings_base_url
+            key = self.embeddings_api_key
+            model = self.embeddings_model or "text-embedding-3-small"
+        else:
+            base = getattr(self, f"{role}_llm_base_url")
+            key = getattr(self, f"{role}_llm_api_key")
+            model = getattr(self, f"{role}_llm_model") or self.llm_model or DEFAULT_MODEL
+        return LLMConfig(
+            role=role,
+            base_url=base or self.llm_base_url or self.openai_base_url,
+            api_key=key or self.llm_api_key or self.openai_api_key,
+            model=model,
+        )

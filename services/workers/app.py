@@ -1,0 +1,69 @@
+"""Composition root of the workers service: `sidekick run workers --kinds general,...`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from contracts import WorkerResult, WorkerTask
+from services.runtime.bus import Bus, msg_id
+from services.runtime.host import ServiceHost, make_broker
+from services.runtime.llm import LLMClient
+from services.runtime.settings import Settings
+from services.workers.base import Worker, WorkerDeps, result_for
+from services.workers.general import GeneralWorker
+
+log = logging.getLogger("sidekick.workers")
+
+REGISTRY: dict[str, Callable[[WorkerDeps], Worker]] = {
+    "GENERAL": GeneralWorker,
+}
+
+
+def available_kinds() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
+    chosen = [k.upper() for k in (kinds or settings.worker_kinds)]
+    unknown = [k for k in chosen if k not in REGISTRY]
+    if unknown:
+        raise SystemExit(
+            f"unknown worker kind(s): {', '.join(unknown)}; known: {', '.join(available_kinds())}"
+        )
+    bus = Bus(make_broker(settings, "workers"), settings, "workers")
+    llm = LLMClient(
+        settings.llm("worker"), timeout=settings.llm_timeout, max_retries=settings.llm_max_retries
+    )
+    deps = WorkerDeps(bus=bus, settings=settings, llm=llm)
+    for kind in chosen:
+        _register(bus, REGISTRY[kind](deps))
+    return ServiceHost("workers", settings, bus)
+
+
+def _register(bus: Bus, worker: Worker) -> None:
+    async def handle(task: WorkerTask) -> None:
+        try:
+            result = await worker.run(task)
+        except Exception as exc:  # a bug in a worker must still end the attempt
+            log.exception("%s worker crashed on %s", worker.kind, task.request_id)
+            result = result_for(task, success=False, error=f"internal error: {exc!r}")
+        await _publish(result)
+
+    async def exhausted(task: WorkerTask, exc: BaseException) -> None:
+        await _publish(result_for(task, success=False, error=f"delivery exhausted: {exc}"))
+
+    async def _publish(result: WorkerResult) -> None:
+        await bus.publish(
+            result,
+            bus.subjects.worker_completed,
+            dedupe_key=msg_id(result.request_id, "result", result.attempt),
+        )
+
+    bus.durable(
+        bus.subjects.worker_run(worker.kind),
+        WorkerTask,
+        handle,
+        consumer=f"worker_{worker.kind.lower()}",
+        on_exhausted=exhausted,
+    )

@@ -1,0 +1,54 @@
+"""What a worker kind is, and what it gets from the composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from contracts import WorkerResult, WorkerTask
+from services.runtime.bus import Bus
+from services.runtime.llm import LLMClient
+from services.runtime.settings import Settings
+
+
+@dataclass
+class WorkerDeps:
+    """Clients shared by every worker kind in one process, created once."""
+
+    bus: Bus
+    settings: Settings
+    llm: LLMClient
+
+
+class Worker(Protocol):
+    kind: str
+
+    async def run(self, task: WorkerTask) -> WorkerResult: ...
+
+
+def result_for(task: WorkerTask, **fields: object) -> WorkerResult:
+    """A result answering `task` (same request, session, attempt and kind)."""
+    return WorkerResult.model_validate(
+        {
+            "request_id": task.request_id,
+            "session_id": task.session_id,
+            "attempt": task.attempt,
+            "worker_type": task.worker_type,
+            **fields,
+        }
+    )
+
+
+def retry_context(task: WorkerTask) -> str:
+    """What the worker must know on a retry: the last output and the evaluator's feedback."""
+    if task.attempt == 1 or not (task.feedback or task.previous_output):
+        return ""
+    parts = [f"\n\nThis is attempt {task.attempt}."]
+    if task.previous_output:
+        parts.append(f"Your previous answer was:\n{task.previous_output}")
+    if task.feedback:
+        parts.append(f"The evaluator's feedback on it: {task.feedback}")
+    if task.suggestions:
+        parts.append("Suggestions:\n" + "\n".join(f"- {s}" for s in task.suggestions))
+    parts.append("Produce an improved answer that addresses the feedback.")
+    return "\n".join(parts)

@@ -1,0 +1,31 @@
+"""GENERAL: one model call; on retries the evaluator's feedback is part of the input."""
+
+from __future__ import annotations
+
+from contracts import WorkerResult, WorkerTask
+from services.runtime.errors import MODEL_ERRORS
+from services.runtime.prompts import conversation
+from services.workers.base import WorkerDeps, result_for, retry_context
+
+SYSTEM = """You are one of Sidekick's workers. Do the task you are given thoroughly and \
+accurately, and make the answer meet the success criteria. Answer in markdown."""
+
+
+class GeneralWorker:
+    kind = "GENERAL"
+
+    def __init__(self, deps: WorkerDeps) -> None:
+        self.llm = deps.llm
+
+    async def run(self, task: WorkerTask) -> WorkerResult:
+        prompt = (
+            f"Task: {task.task_description}\n\n"
+            f"The user's message: {task.message}\n\n"
+            f"Success criteria: {task.success_criteria}"
+            f"{retry_context(task)}"
+        )
+        try:
+            done = await self.llm.complete(conversation(SYSTEM, task.history, prompt))
+        except MODEL_ERRORS as exc:
+            return result_for(task, success=False, error=str(exc))
+        return result_for(task, success=True, output=done.text, usage=done.usage)

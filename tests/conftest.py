@@ -1,0 +1,54 @@
+"""Session fixtures: a real nats-server (JetStream in a temp dir, port chosen by the server),
+a fake OpenAI-compatible API, and the five services as separate processes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from services.runtime.natsserver import NatsServer
+from tests.fakes.openai_server import FakeOpenAI
+from tests.harness import System, llm_env
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(store_dir=tmp_path_factory.mktemp("jetstream")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def _reset_fake_llm(fake_llm: FakeOpenAI) -> None:
+    fake_llm.reset()
+
+
+@pytest.fixture(scope="session")
+def logs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("service-logs")
+
+
+@pytest.fixture(scope="session")
+def system(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    """One system shared by the end-to-end tests (each test uses its own session uuid)."""
+    sys_ = System(nats_server.url, llm_env(fake_llm.base_url), logs_dir).start_all()
+    yield sys_
+    sys_.stop()
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
+    client = NATS()
+    await client.connect(nats_server.url)
+    yield client
+    await client.close()

@@ -1,0 +1,223 @@
+"""A fake OpenAI-compatible API: `/v1/chat/completions` (JSON and SSE streaming, json_schema
+response formats), `/v1/embeddings`, `/v1/models`. Replies are scripted per model name, so a
+test gives each role its own model (`fake-frontline`, `fake-worker`, ...) and decides replies.
+
+A script is a function of the parsed request returning a `Reply`. By default:
+- frontline: route when the last user message mentions a tool-ish word, else answer directly;
+- orchestrator: GENERAL with the message as task;
+- worker: "Answer to: <task>";
+- evaluator: passed, score 90.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes.http import FakeServer, Recorded, Response
+
+ROUTE_WORDS = ("search", "email", "research", "latest", "news", "price", "browse", "route")
+
+
+@dataclass
+class Reply:
+    content: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    error: str | None = None
+    wait: threading.Event | None = None  # block until set (for crash tests)
+    chunk_delay: float = 0.0
+
+
+Script = Callable[[dict[str, Any]], Reply | str | dict[str, Any]]
+
+
+def last_user(body: dict[str, Any]) -> str:
+    for m in reversed(body.get("messages", [])):
+        if m.get("role") == "user":
+            content = m.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def all_text(body: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content")) for m in body.get("messages", []))
+
+
+def default_frontline(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
+    if body.get("response_format"):
+        text = last_user(body).lower()
+        route = any(w in text for w in ROUTE_WORDS)
+        return {"route_to_orchestrator": route, "reason": "tools" if route else "small talk"}
+    return "Hello there! How can I help you today?"
+
+
+def default_orchestrator(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
+    return {
+        "worker_type": "GENERAL",
+        "task_description": last_user(body).split("\n")[1] if "\n" in last_user(body) else "task",
+        "parameters": [],
+        "success_criteria": "A clear, correct answer.",
+    }
+
+
+def default_worker(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
+    return "Answer to: " + last_user(body).split("\n")[0]
+
+
+def default_evaluator(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
+    return verdict(True, 90, "Looks good.")
+
+
+def verdict(
+    passed: bool,
+    score: int,
+    feedback: str,
+    suggestions: list[str] | None = None,
+    user_input_needed: bool = False,
+    questions: list[str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "passed": passed,
+        "score": score,
+        "feedback": feedback,
+        "suggestions": suggestions or [],
+        "user_input_needed": user_input_needed,
+        "questions": questions or [],
+    }
+
+
+class FakeOpenAI(FakeServer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scripts: dict[str, Script] = {}
+        self.reset()
+        self.route("POST", "/v1/chat/completions", self._chat)
+        self.route("POST", "/v1/embeddings", self._embeddings)
+        self.route("GET", "/v1/models", lambda _: Response(200, {"object": "list", "data": []}))
+        self.embed: Callable[[str], list[float]] = lambda text: [1.0, 0.0, 0.0]
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+        self.scripts = {
+            "fake-frontline": default_frontline,
+            "fake-orchestrator": default_orchestrator,
+            "fake-worker": default_worker,
+            "fake-evaluator": default_evaluator,
+        }
+
+    def script(self, model: str, fn: Script) -> None:
+        self.scripts[model] = fn
+
+    def chat_calls(self, model: str) -> list[dict[str, Any]]:
+        return [c.json() for c in self.calls("/v1/chat/completions") if c.json()["model"] == model]
+
+    def _chat(self, rec: Recorded) -> Response:
+        body = rec.json()
+        model = body["model"]
+        script = self.scripts.get(model)
+        if script is None:
+            return Response(404, {"error": {"message": f"model {model} not found"}})
+        raw = script(body)
+        reply = (
+            raw
+            if isinstance(raw, Reply)
+            else Reply(content=raw if isinstance(raw, str) else json.dumps(raw))
+        )
+        if reply.wait is not None:
+            reply.wait.wait(60)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.status != 200:
+            return Response(
+                reply.status,
+                {"error": {"message": reply.error or "fake error", "type": "server_error"}},
+                reply.headers,
+            )
+        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        if body.get("stream"):
+            return Response(
+                200, chunks=self._sse(model, reply, usage), chunk_delay=reply.chunk_delay
+            )
+        return Response(
+            200,
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply.content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": usage,
+            },
+        )
+
+    def _sse(self, model: str, reply: Reply, usage: dict[str, int]) -> list[bytes]:
+        def event(data: dict[str, Any]) -> bytes:
+            return f"data: {json.dumps(data)}\n\n".encode()
+
+        words = reply.content.split(" ")
+        pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+        base = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+        }
+        out = [
+            event(
+                {
+                    **base,
+                    "choices": [
+                        {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}
+                    ],
+                }
+            )
+        ]
+        for piece in pieces:
+            out.append(
+                event(
+                    {
+                        **base,
+                        "choices": [
+                            {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                        ],
+                    }
+                )
+            )
+        out.append(event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+        out.append(event({**base, "choices": [], "usage": usage}))
+        out.append(b"data: [DONE]\n\n")
+        return out
+
+    def _embeddings(self, rec: Recorded) -> Response:
+        body = rec.json()
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [
+            {"object": "embedding", "index": i, "embedding": self.embed(text)}
+            for i, text in enumerate(inputs)
+        ]
+        return Response(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "fake-embed"),
+                "usage": {"prompt_tokens": 3, "total_tokens": 3},
+            },
+        )

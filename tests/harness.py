@@ -1,0 +1,211 @@
+"""Running Sidekick's services as real OS processes against the test session's nats-server,
+and talking to the gateway like a client does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def llm_env(base_url: str) -> dict[str, str]:
+    env = {"SIDEKICK_LLM_BASE_URL": base_url, "SIDEKICK_LLM_API_KEY": "test-key"}
+    for role in ("frontline", "orchestrator", "worker", "evaluator"):
+        env[f"SIDEKICK_{role.upper()}_LLM_MODEL"] = f"fake-{role}"
+    return env
+
+
+@dataclass
+class System:
+    """The five services, each its own process, in their own namespace on a shared server."""
+
+    nats_url: str
+    env: dict[str, str]
+    log_dir: Path
+    namespace: str = field(default_factory=lambda: "t" + uuid.uuid4().hex[:10])
+    gateway_port: int = field(default_factory=free_port)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.gateway_port}/ws"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
+
+    def service_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
+        env.update(
+            {
+                "SIDEKICK_NATS_URL": self.nats_url,
+                "SIDEKICK_NAMESPACE": self.namespace,
+                "SIDEKICK_GATEWAY_PORT": str(self.gateway_port),
+                "SIDEKICK_ACK_WAIT": "5",
+                "SIDEKICK_HEARTBEAT_INTERVAL": "1",
+                "SIDEKICK_LLM_MAX_RETRIES": "1",
+                "SIDEKICK_LLM_TIMEOUT": "20",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(self.env)
+        return env
+
+    def start(self, name: str) -> None:
+        log = open(self.log_dir / f"{self.namespace}-{name}.log", "ab")  # noqa: SIM115
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "run", name],
+            env=self.service_env(),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def start_all(self, timeout: float = 60.0) -> System:
+        for name in SERVICES:
+            self.start(name)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Ready when the gateway answers /readyz and every service logged 'ready'."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited early:\n{self.log(name)[-3000:]}")
+            if all(self.is_ready(n) for n in self.procs):
+                return
+            time.sleep(0.1)
+        raise TimeoutError("services did not become ready:\n" + self.logs_tail())
+
+    def is_ready(self, name: str) -> bool:
+        if name == "gateway":
+            try:
+                with urllib.request.urlopen(self.http_url + "/readyz", timeout=1) as r:
+                    return bool(r.status == 200)
+            except OSError:
+                return False
+        return f"{name} ready (pid {self.procs[name].pid})" in self.log(name)
+
+    def log(self, name: str) -> str:
+        path = self.log_dir / f"{self.namespace}-{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def logs_tail(self) -> str:
+        return "\n".join(f"--- {n}\n{self.log(n)[-2000:]}" for n in self.procs)
+
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def restart(self, name: str, timeout: float = 60.0) -> None:
+        self.start(name)
+        deadline = time.monotonic() + timeout
+        while not self.is_ready(name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} did not restart:\n{self.log(name)[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@dataclass
+class Conversation:
+    """What one request produced on the socket, in order."""
+
+    frames: list[dict[str, Any]]
+
+    @property
+    def text(self) -> str:
+        return "".join(
+            f["on_chat_model_stream"] for f in self.frames if "on_chat_model_stream" in f
+        )
+
+    @property
+    def chunks(self) -> list[str]:
+        return [f["on_chat_model_stream"] for f in self.frames if "on_chat_model_stream" in f]
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [f["error"] for f in self.frames if "error" in f]
+
+    @property
+    def end(self) -> dict[str, Any]:
+        return next(f for f in self.frames if "on_chat_model_end" in f)
+
+    def progress(self, stage: str) -> list[dict[str, Any]]:
+        return [f for f in self.frames if f.get("event") == "progress" and f["stage"] == stage]
+
+
+class Client:
+    """A WebSocket client speaking the seed's protocol."""
+
+    def __init__(self, url: str, uuid_: str | None = None, events: bool = False) -> None:
+        self.url = url
+        self.uuid = uuid_ or uuid.uuid4().hex[:12]
+        self.events = events
+        self.ws: Any = None
+
+    async def __aenter__(self) -> Client:
+        self.ws = await websockets.connect(self.url, max_size=None)
+        await self.send({"init": True, "uuid": self.uuid, "events": self.events})
+        if self.events:
+            ready = await self.recv()
+            assert ready.get("event") == "ready", ready
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.ws.close()
+
+    async def send(self, frame: dict[str, Any] | str) -> None:
+        await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+
+    async def recv(self, timeout: float = 60.0) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
+        return data
+
+    async def until_end(self, timeout: float = 90.0) -> Conversation:
+        frames = []
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            frame = await self.recv(max(left, 0.01))
+            frames.append(frame)
+            if "on_chat_model_end" in frame:
+                return Conversation(frames)
+
+    async def ask(self, message: str, **extra: Any) -> Conversation:
+        await self.send({"uuid": self.uuid, "message": message, **extra})
+        return await self.until_end()
