@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter
 
 from contracts.base import Event, Source, Turn, Usage
-from contracts.decisions import OrchestratorDecision, Verdict, WorkerType
+from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
 
 
 class RequestOptions(Event):
@@ -177,6 +177,38 @@ class RequestFailed(Event):
     error: str = Field(description="What went wrong and what to do about it.")
 
 
+class ClarificationRequested(Event):
+    """The request is parked until the user answers these questions."""
+
+    kind: Literal["request.clarification"] = "request.clarification"
+    questions: list[Question] = Field(description="What the user must answer.")
+    source: Literal["evaluator", "planner"] = Field(description="Who asked.")
+    attempt: int | None = Field(default=None, description="The attempt that needed input.")
+
+
+class ClarificationAnswered(Event):
+    """The user's answers to a parked request (`request_id` is the parked request)."""
+
+    kind: Literal["request.answered"] = "request.answered"
+    answers: dict[str, str] = Field(default_factory=dict, description="Answers by question id.")
+    message: str = Field(default="", description="What the user wrote, as free text.")
+    additional_context: str | None = Field(default=None, description="Anything else given.")
+
+
+class CancelRequested(Event):
+    """Stop this request at every hop."""
+
+    kind: Literal["request.cancel"] = "request.cancel"
+    reason: str = Field(default="cancelled by the user", description="Why.")
+
+
+class RequestCancelled(Event):
+    """The request ended because it was cancelled."""
+
+    kind: Literal["request.cancelled"] = "request.cancelled"
+    reason: str = Field(description="Why.")
+
+
 AnyEvent = Annotated[
     ChatRequested
     | RequestRouted
@@ -188,13 +220,17 @@ AnyEvent = Annotated[
     | StreamChunk
     | Progress
     | RequestCompleted
-    | RequestFailed,
+    | RequestFailed
+    | ClarificationRequested
+    | ClarificationAnswered
+    | CancelRequested
+    | RequestCancelled,
     Field(discriminator="kind"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
-TerminalEvent = RequestCompleted | RequestFailed
+TerminalEvent = RequestCompleted | RequestFailed | RequestCancelled
 
 
 def parse_event(data: bytes | str) -> AnyEvent:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from contracts import decisions, events
+from contracts import decisions, events, state
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
@@ -26,6 +26,12 @@ MODELS: dict[str, type[BaseModel]] = {
     "FrontlineDecision": decisions.FrontlineDecision,
     "OrchestratorDecision": decisions.OrchestratorDecision,
     "Verdict": decisions.Verdict,
+    "ClarificationRequested": events.ClarificationRequested,
+    "ClarificationAnswered": events.ClarificationAnswered,
+    "CancelRequested": events.CancelRequested,
+    "RequestCancelled": events.RequestCancelled,
+    "SessionRecord": state.SessionRecord,
+    "RequestStatus": state.RequestStatus,
 }
 
 

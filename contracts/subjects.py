@@ -23,9 +23,13 @@ EVALUATION_COMPLETED = "evaluation.completed"
 OUT = "out.{request_id}.{what}"
 REQUEST_COMPLETED = "out.{request_id}.completed"
 REQUEST_FAILED = "out.{request_id}.failed"
+REQUEST_CLARIFICATION = "out.{request_id}.clarification"
+REQUEST_CANCELLED = "out.{request_id}.cancelled"
 STREAM = "out.{request_id}.chunk"
 PROGRESS = "out.{request_id}.progress"
 DEADLETTER = "deadletter.{source}"
+REQUEST_ANSWERED = "request.answered"
+REQUEST_CANCEL = "request.cancel"
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,21 @@ class Subjects:
     def request_failed(self, request_id: str) -> str:
         return self._abs(REQUEST_FAILED.format(request_id=request_id))
 
+    def request_clarification(self, request_id: str) -> str:
+        return self._abs(REQUEST_CLARIFICATION.format(request_id=request_id))
+
+    def request_cancelled(self, request_id: str) -> str:
+        return self._abs(REQUEST_CANCELLED.format(request_id=request_id))
+
+    @property
+    def request_answered(self) -> str:
+        return self._abs(REQUEST_ANSWERED)
+
+    @property
+    def request_cancel(self) -> str:
+        """Durable for the orchestrator; every other hop also hears it on core NATS."""
+        return self._abs(REQUEST_CANCEL)
+
     def stream(self, request_id: str) -> str:
         return self._abs(STREAM.format(request_id=request_id))
 
@@ -110,11 +129,18 @@ class Subjects:
             self.worker_completed,
             self.evaluator_run,
             self.evaluation_completed,
+            self.request_answered,
+            self.request_cancel,
         ]
 
     @property
     def result_subjects(self) -> list[str]:
-        return [self.request_completed("*"), self.request_failed("*")]
+        return [
+            self.request_completed("*"),
+            self.request_failed("*"),
+            self.request_clarification("*"),
+            self.request_cancelled("*"),
+        ]
 
     def bucket(self, name: str) -> str:
         return f"{self.namespace}_{name}"
@@ -134,6 +160,14 @@ class Subjects:
     @property
     def ledger_bucket(self) -> str:
         return self.bucket("ledger")
+
+    @property
+    def status_bucket(self) -> str:
+        return self.bucket("status")
+
+    @property
+    def cache_bucket(self) -> str:
+        return self.bucket("cache")
 
 
 DEFAULT = Subjects()

@@ -11,11 +11,19 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import ChatRequested, RequestCompleted, RequestFailed, new_id, parse_event
+from contracts import (
+    ChatRequested,
+    RequestCompleted,
+    RequestFailed,
+    RequestStatus,
+    new_id,
+    parse_event,
+)
 from contracts.client import ErrorCode, InitFrame, MessageFrame
 from services.gateway.hub import Connection, Hub, end_frame, send_failure
 from services.runtime.bus import Bus, msg_id
 from services.runtime.metrics import GATEWAY_FRAMES_REJECTED
+from services.runtime.outcomes import create_status
 
 log = logging.getLogger("sidekick.gateway")
 
@@ -103,6 +111,17 @@ class ChatSocket:
             reply_to=frame.reply_to,
         )
         try:
+            await create_status(
+                self.bus,
+                RequestStatus(
+                    request_id=request_id,
+                    session_id=session_id,
+                    principal=conn.principal,
+                    text=frame.message,
+                    success_criteria=frame.success_criteria,
+                    status="queued",
+                ),
+            )
             await self.bus.publish(
                 event, self.bus.subjects.chat_requested, dedupe_key=msg_id(request_id, "requested")
             )

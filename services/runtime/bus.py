@@ -47,6 +47,8 @@ log = logging.getLogger("sidekick.bus")
 E = TypeVar("E", bound=Event)
 
 DAY = 24 * 3600
+# Client-bound events that are also kept (the results stream).
+TERMINAL_SUFFIXES = (".completed", ".failed", ".clarification", ".cancelled")
 
 
 def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
@@ -60,6 +62,8 @@ class Buckets:
     sessions: KeyValue
     results: KeyValue
     ledger: KeyValue
+    status: KeyValue
+    cache: KeyValue
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
@@ -120,6 +124,8 @@ async def ensure_topology(js: JetStreamContext, subjects: Subjects) -> Buckets:
         sessions=await ensure_bucket(js, subjects.sessions_bucket, history=1, ttl=30 * DAY),
         results=await ensure_bucket(js, subjects.results_bucket, history=1, ttl=7 * DAY),
         ledger=await ensure_bucket(js, subjects.ledger_bucket, history=1, ttl=30 * DAY),
+        status=await ensure_bucket(js, subjects.status_bucket, history=1, ttl=30 * DAY),
+        cache=await ensure_bucket(js, subjects.cache_bucket, history=1, ttl=30 * DAY),
     )
 
 

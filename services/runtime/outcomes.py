@@ -1,61 +1,139 @@
-"""How a request ends, whichever service ends it: publish the terminal event (deduplicated),
-keep it in the results bucket for clients that reconnect, and record the turn in the session."""
+"""How a request ends (or parks), whichever service ends it: publish the event (deduplicated),
+keep it in the results bucket, update the request's status and the session's record (history,
+parked request, results not yet seen by a client)."""
 
 from __future__ import annotations
 
-import nats.js.errors
-from pydantic import Field
+from collections.abc import Callable
+from typing import Any
 
-from contracts import Model, RequestCompleted, RequestFailed, Turn
+import nats.js.errors
+
+from contracts import (
+    ClarificationRequested,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    RequestStatus,
+    SessionRecord,
+    Turn,
+    utcnow,
+)
 from services.runtime.bus import Bus, msg_id
-from services.runtime.kvstore import get_model, key_for, mutate
+from services.runtime.kvstore import get_model, key_for, mutate, put_if
 from services.runtime.metrics import REQUESTS
 
 MAX_STORED_TURNS = 50
+MAX_UNDELIVERED = 50
+
+Outcome = RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
 
 
-class SessionHistory(Model):
-    """A session's turns, newest last."""
-
-    turns: list[Turn] = Field(default_factory=list, description="The turns.")
+async def load_session(bus: Bus, session_id: str) -> SessionRecord:
+    record, _ = await get_model(bus.kv.sessions, key_for(session_id), SessionRecord)
+    return record or SessionRecord()
 
 
 async def load_history(bus: Bus, session_id: str, turns: int) -> list[Turn]:
     if turns <= 0:
         return []
-    history, _ = await get_model(bus.kv.sessions, key_for(session_id), SessionHistory)
-    if history is None:
-        return []
     # A "turn" is one user message and its answer.
-    return history.turns[-2 * turns :]
+    return (await load_session(bus, session_id)).turns[-2 * turns :]
 
 
-async def record_turn(bus: Bus, session_id: str, request_id: str, user: str, answer: str) -> None:
-    def change(current: SessionHistory | None) -> SessionHistory | None:
-        turns = list(current.turns) if current else []
-        if any(t.request_id == request_id for t in turns):
-            return None  # a redelivery: already recorded
-        turns.append(Turn(role="user", content=user, request_id=request_id))
-        turns.append(Turn(role="assistant", content=answer, request_id=request_id))
-        return SessionHistory(turns=turns[-MAX_STORED_TURNS:])
-
-    await mutate(bus.kv.sessions, key_for(session_id), SessionHistory, change)
-
-
-async def finish(bus: Bus, event: RequestCompleted | RequestFailed, *, user_message: str) -> None:
-    """End a request. Safe to call twice: the publish is deduplicated, the writes idempotent."""
-    subject = (
-        bus.subjects.request_completed(event.request_id)
-        if isinstance(event, RequestCompleted)
-        else bus.subjects.request_failed(event.request_id)
+async def update_session(
+    bus: Bus, session_id: str, change: Callable[[SessionRecord], SessionRecord | None]
+) -> SessionRecord | None:
+    return await mutate(
+        bus.kv.sessions,
+        key_for(session_id),
+        SessionRecord,
+        lambda cur: change(cur or SessionRecord()),
     )
-    await bus.kv.results.put(event.request_id, event.model_dump_json().encode())
+
+
+def _session_after(
+    record: SessionRecord, event: Outcome, user_message: str
+) -> SessionRecord | None:
+    rid = event.request_id
+    turns = list(record.turns)
+    if isinstance(event, RequestCompleted) and not any(t.request_id == rid for t in turns):
+        turns.append(Turn(role="user", content=user_message, request_id=rid))
+        turns.append(Turn(role="assistant", content=event.output, request_id=rid))
+    parked = record.parked
+    if isinstance(event, ClarificationRequested):
+        parked = rid
+    elif parked == rid:
+        parked = None
+    undelivered = [r for r in record.undelivered if r != rid] + [rid]
+    updated = record.model_copy(
+        update={
+            "turns": turns[-MAX_STORED_TURNS:],
+            "parked": parked,
+            "undelivered": undelivered[-MAX_UNDELIVERED:],
+        }
+    )
+    return None if updated == record else updated
+
+
+async def update_status(bus: Bus, request_id: str, **changes: Any) -> RequestStatus | None:
+    """Change fields of a request's status record (created by the gateway at acceptance)."""
+
+    def change(cur: RequestStatus | None) -> RequestStatus | None:
+        if cur is None:
+            return None
+        return cur.model_validate({**cur.model_dump(), **changes, "updated_at": utcnow()})
+
+    return await mutate(bus.kv.status, request_id, RequestStatus, change)
+
+
+def _subject(bus: Bus, event: Outcome) -> str:
+    s, rid = bus.subjects, event.request_id
     if isinstance(event, RequestCompleted):
-        await record_turn(bus, event.session_id, event.request_id, user_message, event.output)
+        return s.request_completed(rid)
+    if isinstance(event, RequestFailed):
+        return s.request_failed(rid)
+    if isinstance(event, RequestCancelled):
+        return s.request_cancelled(rid)
+    return s.request_clarification(rid)
+
+
+def _status_changes(event: Outcome) -> dict[str, Any]:
+    if isinstance(event, ClarificationRequested):
+        return {
+            "status": "awaiting_clarification",
+            "clarification_questions": [q.model_dump() for q in event.questions],
+        }
+    done: dict[str, Any] = {"completed_at": utcnow(), "clarification_questions": []}
+    if isinstance(event, RequestCompleted):
+        return {
+            **done,
+            "status": event.status,
+            "final_output": event.output,
+            "cached": event.route == "cached",
+            "worker_type": event.worker_type,
+        }
+    if isinstance(event, RequestFailed):
+        return {**done, "status": "failed", "error": event.error}
+    return {**done, "status": "cancelled", "error": event.reason}
+
+
+async def finish(bus: Bus, event: Outcome, *, user_message: str) -> None:
+    """End (or park) a request. Safe to call twice: the publish is deduplicated and the writes
+    idempotent. A parked request may later end, so its dedupe key differs from the final one."""
+    await bus.kv.results.put(event.request_id, event.model_dump_json().encode())
+    await update_status(bus, event.request_id, **_status_changes(event))
+    await update_session(
+        bus, event.session_id, lambda rec: _session_after(rec, event, user_message)
+    )
+    if isinstance(event, RequestCompleted):
         REQUESTS.labels(event.status, event.route).inc()
-    else:
+    elif isinstance(event, RequestFailed):
         REQUESTS.labels("failed", "none").inc()
-    await bus.publish(event, subject, dedupe_key=msg_id(event.request_id, "final"))
+    elif isinstance(event, RequestCancelled):
+        REQUESTS.labels("cancelled", "none").inc()
+    step = f"clarify:{event.event_id}" if isinstance(event, ClarificationRequested) else "final"
+    await bus.publish(event, _subject(bus, event), dedupe_key=msg_id(event.request_id, step))
 
 
 async def is_finished(bus: Bus, request_id: str) -> bool:
@@ -64,4 +142,11 @@ async def is_finished(bus: Bus, request_id: str) -> bool:
         entry = await bus.kv.results.get(request_id)
     except nats.js.errors.KeyNotFoundError:
         return False
-    return bool(entry.value)
+    if not entry.value:
+        return False
+    return b'"request.clarification"' not in entry.value
+
+
+async def create_status(bus: Bus, status: RequestStatus) -> bool:
+    """Record a newly accepted request; False if a record already exists (a retried id)."""
+    return await put_if(bus.kv.status, status.request_id, status, 0)
