@@ -64,6 +64,10 @@ class WorkerTask(Event):
     suggestions: list[str] = Field(default_factory=list, description="The last suggestions.")
     previous_output: str | None = Field(default=None, description="The last attempt's output.")
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+    clarifications: list[str] = Field(
+        default_factory=list,
+        description="Questions the user already answered, with the answers ('Q: ... A: ...').",
+    )
 
 
 class WorkerResult(Event):
@@ -78,6 +82,16 @@ class WorkerResult(Event):
     retryable: bool = Field(default=False, description="Whether a retry may succeed.")
     sources: list[Source] = Field(default_factory=list, description="Sources used.")
     usage: Usage = Field(default_factory=Usage, description="Model usage of this attempt.")
+    clarification_questions: list[str] = Field(
+        default_factory=list,
+        description="Questions the user must answer before the task can be done (e.g. the "
+        "research planner's); the request is parked until they are answered.",
+    )
+    clarification_questions: list[Question] = Field(
+        default_factory=list,
+        description="Questions the user must answer before the task can be done (the output "
+        "asks them in words too).",
+    )
 
 
 class EvaluationRequested(Event):
@@ -92,6 +106,10 @@ class EvaluationRequested(Event):
     output: str = Field(description="The worker's output.")
     sources: list[Source] = Field(default_factory=list, description="Sources the worker cited.")
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+    clarifications: list[str] = Field(
+        default_factory=list,
+        description="Questions the user already answered, with the answers ('Q: ... A: ...').",
+    )
 
 
 class VerdictIssued(Event):
@@ -155,6 +173,7 @@ class RequestCompleted(Event):
     feedback: str | None = Field(default=None, description="The last verdict's feedback.")
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
     usage: Usage = Field(default_factory=Usage, description="Total model usage.")
+    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 
 
 FailureCode = Literal[
@@ -175,6 +194,7 @@ class RequestFailed(Event):
     kind: Literal["request.failed"] = "request.failed"
     code: FailureCode = Field(description="Machine-readable reason.")
     error: str = Field(description="What went wrong and what to do about it.")
+    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 
 
 class ClarificationRequested(Event):
@@ -207,6 +227,7 @@ class RequestCancelled(Event):
 
     kind: Literal["request.cancelled"] = "request.cancelled"
     reason: str = Field(description="Why.")
+    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 
 
 AnyEvent = Annotated[

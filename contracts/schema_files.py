@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from contracts import decisions, events, state
+from contracts import decisions, email, events, research, state
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
@@ -32,6 +32,10 @@ MODELS: dict[str, type[BaseModel]] = {
     "RequestCancelled": events.RequestCancelled,
     "SessionRecord": state.SessionRecord,
     "RequestStatus": state.RequestStatus,
+    "ResearchPlan": research.ResearchPlan,
+    "ResearchSynthesis": research.ResearchSynthesis,
+    "EmailDraft": email.EmailDraft,
+    "OutboxEntry": email.OutboxEntry,
 }
 
 

@@ -28,6 +28,8 @@ REQUEST_CANCELLED = "out.{request_id}.cancelled"
 STREAM = "out.{request_id}.chunk"
 PROGRESS = "out.{request_id}.progress"
 DEADLETTER = "deadletter.{source}"
+# Mail the EMAIL worker could not send (no SendGrid key), kept for the user to read.
+OUTBOX = "outbox.{request_id}"
 REQUEST_ANSWERED = "request.answered"
 REQUEST_CANCEL = "request.cancel"
 
@@ -107,6 +109,13 @@ class Subjects:
     def deadletter(self, source: str) -> str:
         return self._abs(DEADLETTER.format(source=source))
 
+    def outbox(self, request_id: str) -> str:
+        return self._abs(OUTBOX.format(request_id=request_id))
+
+    @property
+    def outbox_all(self) -> str:
+        return self._abs("outbox.>")
+
     # JetStream streams and KV buckets.
     @property
     def work_stream(self) -> str:
@@ -119,6 +128,10 @@ class Subjects:
     @property
     def deadletter_stream(self) -> str:
         return f"{self.namespace.upper()}_DEADLETTER"
+
+    @property
+    def outbox_stream(self) -> str:
+        return f"{self.namespace.upper()}_OUTBOX"
 
     @property
     def work_subjects(self) -> list[str]:
