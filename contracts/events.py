@@ -87,11 +87,6 @@ class WorkerResult(Event):
         description="Questions the user must answer before the task can be done (e.g. the "
         "research planner's); the request is parked until they are answered.",
     )
-    clarification_questions: list[Question] = Field(
-        default_factory=list,
-        description="Questions the user must answer before the task can be done (the output "
-        "asks them in words too).",
-    )
 
 
 class EvaluationRequested(Event):
@@ -184,6 +179,7 @@ FailureCode = Literal[
     "worker_failed",
     "unknown_worker",
     "delivery_exhausted",
+    "clarification_timeout",
     "internal",
 ]
 
