@@ -67,3 +67,21 @@ GATEWAY_FRAMES_REJECTED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+CACHE_LOOKUPS = Counter(
+    "sidekick_cache_lookups_total",
+    "Semantic cache lookups by result (hit, miss, skipped, error).",
+    ["result"],
+    registry=REGISTRY,
+)
+CLARIFICATIONS = Counter(
+    "sidekick_clarifications_total",
+    "Requests parked to ask the user, by who asked.",
+    ["source"],
+    registry=REGISTRY,
+)
+CANCELLATIONS = Counter(
+    "sidekick_cancellations_total",
+    "Cancellations seen, by the hop that stopped work.",
+    ["service"],
+    registry=REGISTRY,
+)
