@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionMessage,
+    ChatCompletionMessageParam,
+)
 from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
@@ -42,6 +46,44 @@ class Completion:
     text: str
     usage: Usage
     model: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for; `arguments` is JSON text as the model wrote it."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class ChatReply:
+    """One raw assistant turn: its text, the tool calls it asked for, and usage."""
+
+    message: ChatCompletionMessage
+    content: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    usage: Usage
+    model: str
+
+    def as_param(self) -> ChatCompletionAssistantMessageParam:
+        """The turn as a message to send back with the tool results that answer it."""
+        param: ChatCompletionAssistantMessageParam = {
+            "role": "assistant",
+            "content": self.content or None,
+        }
+        if self.tool_calls:
+            param["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        return param
 
 
 @dataclass
@@ -160,6 +202,53 @@ class LLMClient:
             self._record(usage, started, "ok", span)
             text = resp.choices[0].message.content or "" if resp.choices else ""
             return Completion(text=text, usage=usage, model=resp.model or self.model)
+
+    async def chat(self, messages: Messages, **extra: Any) -> ChatReply:
+        """One raw model turn (e.g. with `tools=`): the message as the SDK gave it, with its
+        function tool calls parsed, so a caller can run them and continue the conversation."""
+        client = self._require()
+        started = time.perf_counter()
+        with self._span() as span:
+            try:
+                resp = await client.chat.completions.create(
+                    model=self.model, messages=messages, **extra
+                )
+            except openai.OpenAIError as exc:
+                raise self._fail(exc, span, started) from exc
+            usage = _usage(resp.usage)
+            span.set_attribute("gen_ai.response.model", resp.model or self.model)
+            if not resp.choices:
+                raise self._fail(ValueError("the reply had no choices"), span, started)
+            choice = resp.choices[0]
+            if choice.finish_reason:
+                span.set_attribute("gen_ai.response.finish_reasons", [choice.finish_reason])
+            self._record(usage, started, "ok", span)
+            calls = [
+                ToolCall(id=str(call.id), name=str(fn.name), arguments=str(fn.arguments or ""))
+                for call in choice.message.tool_calls or []
+                if (fn := getattr(call, "function", None)) is not None
+            ]
+            return ChatReply(
+                message=choice.message,
+                content=choice.message.content or "",
+                tool_calls=calls,
+                finish_reason=choice.finish_reason,
+                usage=usage,
+                model=resp.model or self.model,
+            )
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Embeddings of `texts`, in order."""
+        client = self._require()
+        started = time.perf_counter()
+        with self._span("embeddings") as span:
+            try:
+                resp = await client.embeddings.create(model=self.model, input=texts)
+            except openai.OpenAIError as exc:
+                raise self._fail(exc, span, started) from exc
+            tokens = resp.usage.prompt_tokens if resp.usage else 0
+            self._record(Usage(input_tokens=tokens, calls=1), started, "ok", span)
+            return [d.embedding for d in sorted(resp.data, key=lambda d: d.index)]
 
     async def structured(self, messages: Messages, schema: type[T]) -> Structured[T]:
         """Ask for `schema` as JSON; retry once with the validation error if the reply is bad."""

@@ -2,7 +2,8 @@
 response formats), `/v1/embeddings`, `/v1/models`. Replies are scripted per model name, so a
 test gives each role its own model (`fake-frontline`, `fake-worker`, ...) and decides replies.
 
-A script is a function of the parsed request returning a `Reply`. By default:
+A script is a function of the parsed request returning a `Reply`; a reply with `tool_calls`
+comes back as `choices[0].message.tool_calls` with finish_reason "tool_calls". By default:
 - frontline: route when the last user message mentions a tool-ish word, else answer directly;
 - orchestrator: GENERAL with the message as task;
 - worker: "Answer to: <task>";
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +34,28 @@ class Reply:
     error: str | None = None
     wait: threading.Event | None = None  # block until set (for crash tests)
     chunk_delay: float = 0.0
+    # Function calls the model asks for: each {"id", "name", "arguments"} (arguments a dict or
+    # JSON text) or the API's own {"id", "type": "function", "function": {...}} shape.
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+def tool_call(name: str, arguments: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
+    """One tool call of a scripted reply."""
+    return {"id": call_id or f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": arguments}
+
+
+def _render_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    if "function" in call:
+        return {"type": "function", **call}
+    args = call.get("arguments", {})
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {
+            "name": call["name"],
+            "arguments": args if isinstance(args, str) else json.dumps(args),
+        },
+    }
 
 
 Script = Callable[[dict[str, Any]], Reply | str | dict[str, Any]]
@@ -145,6 +169,15 @@ class FakeOpenAI(FakeServer):
                 reply.headers,
             )
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        finish_reason = "stop"
+        if reply.tool_calls:
+            message = {
+                "role": "assistant",
+                "content": reply.content or None,
+                "tool_calls": [_render_tool_call(c) for c in reply.tool_calls],
+            }
+            finish_reason = "tool_calls"
         if body.get("stream"):
             return Response(
                 200, chunks=self._sse(model, reply, usage), chunk_delay=reply.chunk_delay
@@ -156,13 +189,7 @@ class FakeOpenAI(FakeServer):
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": reply.content},
-                        "finish_reason": "stop",
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
                 "usage": usage,
             },
         )
