@@ -46,6 +46,8 @@ class System:
     namespace: str = field(default_factory=lambda: "t" + uuid.uuid4().hex[:10])
     gateway_port: int = field(default_factory=free_port)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # Health/metrics port of each non-gateway service, kept across restarts.
+    ops_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def ws_url(self) -> str:
@@ -54,6 +56,11 @@ class System:
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.gateway_port}"
+
+    def metrics_url(self, name: str) -> str:
+        """Where one service serves /metrics (the gateway on its own port, others on ops)."""
+        port = self.gateway_port if name == "gateway" else self.ops_ports[name]
+        return f"http://127.0.0.1:{port}/metrics"
 
     def service_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
@@ -74,9 +81,12 @@ class System:
 
     def start(self, name: str) -> None:
         log = open(self.log_dir / f"{self.namespace}-{name}.log", "ab")  # noqa: SIM115
+        env = self.service_env()
+        if name != "gateway":
+            env["SIDEKICK_OPS_PORT"] = str(self.ops_ports.setdefault(name, free_port()))
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "services.cli", "run", name],
-            env=self.service_env(),
+            env=env,
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

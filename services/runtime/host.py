@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from services.runtime.bus import Bus
-from services.runtime.metrics import REGISTRY
+from services.runtime.metrics import READY, REGISTRY
 from services.runtime.settings import Settings
 from services.runtime.telemetry import setup_tracing
 
@@ -59,6 +59,9 @@ class ServiceHost:
     port: int | None = None
 
     def asgi(self) -> Starlette:
+        # Read at scrape time, so the gauge can never disagree with /readyz.
+        READY.set_function(lambda: 1.0 if self.bus.connected else 0.0)
+
         async def healthz(_: Request) -> Response:
             return JSONResponse({"status": "ok", "service": self.name})
 

@@ -31,6 +31,13 @@ REQUESTS = Counter(
     ["outcome", "route"],
     registry=REGISTRY,
 )
+REQUEST_DURATION = Histogram(
+    "sidekick_request_duration_seconds",
+    "Seconds from the gateway accepting a request to its terminal state, by outcome and route.",
+    ["outcome", "route"],
+    registry=REGISTRY,
+    buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+)
 ATTEMPTS = Histogram(
     "sidekick_request_attempts",
     "Attempts per orchestrated request.",
@@ -54,6 +61,11 @@ DEAD_LETTERS = Counter(
     "sidekick_dead_letters_total",
     "Messages moved to the dead-letter stream.",
     ["source", "reason"],
+    registry=REGISTRY,
+)
+READY = Gauge(
+    "sidekick_ready",
+    "1 while this process is connected to NATS (what /readyz reports), else 0.",
     registry=REGISTRY,
 )
 WS_CONNECTIONS = Gauge(
