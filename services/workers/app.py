@@ -11,12 +11,18 @@ from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
 from services.runtime.settings import Settings
 from services.workers.base import Worker, WorkerDeps, result_for
+from services.workers.email import EmailWorker
 from services.workers.general import GeneralWorker
+from services.workers.research import ResearchWorker
+from services.workers.search import SearchWorker
 
 log = logging.getLogger("sidekick.workers")
 
 REGISTRY: dict[str, Callable[[WorkerDeps], Worker]] = {
     "GENERAL": GeneralWorker,
+    "SEARCH": SearchWorker,
+    "RESEARCH": ResearchWorker,
+    "EMAIL": EmailWorker,
 }
 
 
