@@ -10,6 +10,7 @@ from starlette.routing import WebSocketRoute
 
 from contracts import parse_event
 from services.gateway.hub import Hub
+from services.gateway.outbox import outbox_route
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
 from services.runtime.host import ServiceHost, make_broker
@@ -40,7 +41,7 @@ def build(settings: Settings) -> ServiceHost:
         "gateway",
         settings,
         bus,
-        routes=[WebSocketRoute("/ws", ChatSocket(bus, hub).endpoint)],
+        routes=[WebSocketRoute("/ws", ChatSocket(bus, hub).endpoint), outbox_route(bus)],
         host=settings.gateway_host,
         port=settings.gateway_port,
     )
