@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     p_chat.add_argument("--criteria", default=None, help="success criteria for every message")
     p_chat.add_argument("--quiet", action="store_true", help="hide progress lines")
 
+    p_outbox = sub.add_parser("outbox", help="show mail kept unsent in the local outbox")
+    p_outbox.add_argument("--url", default=None, help="gateway, default http://127.0.0.1:8080")
+    p_outbox.add_argument("--nats-url", default=None, help="read the outbox stream directly")
+    p_outbox.add_argument("--limit", type=int, default=50, help="newest N entries (default 50)")
+    p_outbox.add_argument("--json", action="store_true", help="print JSON")
+
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args.service, args.kinds)
@@ -88,6 +94,18 @@ def main(argv: list[str] | None = None) -> int:
             nats_url=args.nats_url or os.environ.get("SIDEKICK_NATS_URL"),
             workers=args.workers,
             host=args.host,
+        )
+    if args.command == "outbox":
+        from services.outbox import show
+        from services.runtime.settings import Settings
+
+        port = os.environ.get("SIDEKICK_GATEWAY_PORT", "8080")
+        return show(
+            url=args.url or f"http://127.0.0.1:{port}",
+            nats_url=args.nats_url,
+            namespace=Settings().namespace,
+            limit=args.limit,
+            as_json=args.json,
         )
     if args.command == "chat":
         from services.chat import chat
