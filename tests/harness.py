@@ -73,6 +73,9 @@ class System:
                 "SIDEKICK_HEARTBEAT_INTERVAL": "1",
                 "SIDEKICK_LLM_MAX_RETRIES": "1",
                 "SIDEKICK_LLM_TIMEOUT": "20",
+                # Tests that exercise the semantic cache turn it on for their own system.
+                "SIDEKICK_CACHE_ENABLED": "false",
+                "SIDEKICK_SWEEP_INTERVAL": "0.5",
                 "PYTHONUNBUFFERED": "1",
             }
         )

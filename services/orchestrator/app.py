@@ -2,42 +2,68 @@
 
 from __future__ import annotations
 
-from contracts import RequestRouted, VerdictIssued, WorkerResult
+from faststream.nats import NatsMessage
+
+from contracts import (
+    CancelRequested,
+    ClarificationAnswered,
+    RequestRouted,
+    VerdictIssued,
+    WorkerResult,
+)
+from services.orchestrator.cache import SemanticCache
 from services.orchestrator.handlers import Orchestrator
-from services.runtime.bus import Bus
+from services.orchestrator.parking import ParkingLot
+from services.runtime.bus import Bus, ensure_bucket
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.settings import Settings
+from services.runtime.settings import LLMConfig, Role, Settings
 
 
 def build(settings: Settings) -> ServiceHost:
-    bus = Bus(make_broker(settings, "orchestrator"), settings, "orchestrator")
-    llm = LLMClient(
-        settings.llm("orchestrator"),
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-    )
-    orch = Orchestrator(bus, llm, settings.worker_kinds)
+    broker = make_broker(settings, "orchestrator")
+    bus = Bus(broker, settings, "orchestrator")
+
+    def client(role: Role) -> LLMClient:
+        config = settings.llm(role)
+        if role == "embeddings" and not settings.cache_enabled:
+            config = LLMConfig("embeddings", None, None, config.model)  # cache off
+        return LLMClient(config, timeout=settings.llm_timeout, max_retries=settings.llm_max_retries)
+
+    cache = SemanticCache(bus, client("embeddings"), settings.cache_threshold)
+    parking = ParkingLot(settings.sweep_interval)
+    orch = Orchestrator(bus, client("orchestrator"), settings.worker_kinds, cache, parking)
     s = bus.subjects
-    bus.durable(
-        s.request_routed,
-        RequestRouted,
-        orch.on_routed,
-        consumer="orchestrator_routed",
-        on_exhausted=orch.exhausted_routed,
+    durable = [
+        (s.request_routed, RequestRouted, orch.on_routed, "routed"),
+        (s.worker_completed, WorkerResult, orch.on_result, "results"),
+        (s.evaluation_completed, VerdictIssued, orch.on_verdict, "verdicts"),
+        (s.request_answered, ClarificationAnswered, orch.on_answered, "answers"),
+        (s.request_cancel, CancelRequested, orch.on_cancel, "cancels"),
+    ]
+    for subject, model, handler, name in durable:
+        bus.durable(
+            subject,
+            model,  # type: ignore[arg-type]
+            handler,  # type: ignore[arg-type]
+            consumer=f"orchestrator_{name}",
+            on_exhausted=orch.exhausted,
+        )
+
+    # A message that ran out of deliveries while its handler never finished (the process was
+    # killed on the last one) is announced by the server; one replica handles each.
+    @broker.subscriber(
+        f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{s.work_stream}.*", queue="orchestrator"
     )
-    bus.durable(
-        s.worker_completed,
-        WorkerResult,
-        orch.on_result,
-        consumer="orchestrator_results",
-        on_exhausted=orch.exhausted_result,
-    )
-    bus.durable(
-        s.evaluation_completed,
-        VerdictIssued,
-        orch.on_verdict,
-        consumer="orchestrator_verdicts",
-        on_exhausted=orch.exhausted_verdict,
-    )
-    return ServiceHost("orchestrator", settings, bus)
+    async def on_advisory(msg: NatsMessage) -> None:
+        await orch.on_dead_letter_advisory(msg.raw_message.data)
+
+    async def ready() -> None:
+        await cache.start()
+        parking.start(await ensure_bucket(bus.js, s.bucket("parked")), orch.on_parked_timeout)
+
+    async def stop() -> None:
+        await parking.stop()
+        await cache.stop()
+
+    return ServiceHost("orchestrator", settings, bus, on_ready=[ready], on_stop=[stop])

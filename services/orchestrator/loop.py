@@ -14,9 +14,13 @@ from typing import Literal
 from pydantic import Field
 
 from contracts import (
+    ClarificationAnswered,
+    ClarificationRequested,
     EvaluationRequested,
     Model,
     OrchestratorDecision,
+    Question,
+    RequestCancelled,
     RequestCompleted,
     RequestFailed,
     RequestRouted,
@@ -27,8 +31,18 @@ from contracts import (
     WorkerTask,
 )
 
-Status = Literal["deciding", "working", "evaluating", "completed", "partial", "failed"]
-TERMINAL: frozenset[str] = frozenset({"completed", "partial", "failed"})
+Status = Literal[
+    "deciding",
+    "working",
+    "evaluating",
+    "awaiting_clarification",
+    "completed",
+    "partial",
+    "failed",
+    "cancelled",
+]
+TERMINAL: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
+MAX_CLARIFICATION_ROUNDS = 2
 
 
 class Attempt(Model):
@@ -36,6 +50,8 @@ class Attempt(Model):
     result: WorkerResult | None = Field(default=None, description="The worker's result.")
     verdict: Verdict | None = Field(default=None, description="The evaluator's verdict.")
     verdict_error: str | None = Field(default=None, description="Why no verdict could be had.")
+    span_id: str | None = Field(default=None, description="Trace span id of the attempt (hex).")
+    started_ns: int | None = Field(default=None, description="When it was dispatched (ns).")
 
 
 class RequestState(Model):
@@ -48,6 +64,14 @@ class RequestState(Model):
     attempts: list[Attempt] = Field(default_factory=list, description="Attempts so far.")
     failure: RequestFailed | None = Field(default=None, description="Set when it failed.")
     usage: Usage = Field(default_factory=Usage, description="Model usage so far.")
+    questions: list[Question] = Field(default_factory=list, description="Open questions.")
+    clarifications: list[str] = Field(
+        default_factory=list, description="Answered questions ('Q: ... A: ...')."
+    )
+    rounds: int = Field(default=0, ge=0, description="Clarification rounds so far.")
+    cancel_reason: str | None = Field(default=None, description="Why it was cancelled.")
+    trace_id: str | None = Field(default=None, description="Trace id of the request (hex).")
+    span_id: str | None = Field(default=None, description="Span the attempts hang under (hex).")
 
     @property
     def current(self) -> Attempt | None:
@@ -66,7 +90,7 @@ class Evaluate:
 
 @dataclass(frozen=True)
 class Finish:
-    event: RequestCompleted | RequestFailed
+    event: RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
 
 
 Message = Dispatch | Evaluate | Finish
@@ -135,6 +159,8 @@ def on_result(state: RequestState, result: WorkerResult) -> RequestState:
         return state  # stale or duplicate
     attempts = [*state.attempts[:-1], cur.model_copy(update={"result": result})]
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + result.usage})
+    if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
+        return _park(state, result.clarification_questions)
     if not result.success:
         if result.retryable and cur.n < state.max_attempts:
             return _next_attempt(state)
@@ -162,11 +188,65 @@ def on_verdict(state: RequestState, event: VerdictIssued) -> RequestState:
     attempts = [*state.attempts[:-1], cur.model_copy(update={"verdict": event.verdict})]
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + event.usage})
     assert event.verdict is not None
+    v = event.verdict
+    if v.user_input_needed and not v.passed and state.rounds < MAX_CLARIFICATION_ROUNDS:
+        return _park(state, v.questions or [v.feedback])
     if event.verdict.passed:
         return state.model_copy(update={"status": "completed"})
     if cur.n < state.max_attempts:
         return _next_attempt(state)
     return _finish_partial(state)
+
+
+def _park(state: RequestState, questions: list[str]) -> RequestState:
+    qs = [Question(id=f"q{i + 1}", question=q) for i, q in enumerate(questions) if q.strip()]
+    if not qs:
+        qs = [Question(id="q1", question="Could you tell me more about what you need?")]
+    return state.model_copy(update={"status": "awaiting_clarification", "questions": qs})
+
+
+def answered(state: RequestState, event: ClarificationAnswered) -> RequestState:
+    """Resume a parked request with the user's answers (a clarification does not use up an
+    attempt). Answers to a request that is not parked are ignored."""
+    if state.status != "awaiting_clarification":
+        return state
+    pairs = []
+    for q in state.questions:
+        answer = event.answers.get(q.id)
+        if answer:
+            pairs.append(f"Q: {q.question} A: {answer}")
+    if event.message.strip():
+        asked = " / ".join(q.question for q in state.questions)
+        pairs.append(f"Q: {asked} A: {event.message.strip()}")
+    if event.additional_context:
+        pairs.append(f"Additional context from the user: {event.additional_context}")
+    state = state.model_copy(
+        update={
+            "clarifications": [*state.clarifications, *pairs],
+            "questions": [],
+            "rounds": state.rounds + 1,
+            "max_attempts": state.max_attempts + 1,
+        }
+    )
+    return _next_attempt(state)
+
+
+def cancelled(state: RequestState, reason: str) -> RequestState:
+    if state.status in TERMINAL:
+        return state
+    return state.model_copy(update={"status": "cancelled", "cancel_reason": reason})
+
+
+def attempt_started(state: RequestState, n: int, span_id: str, started_ns: int) -> RequestState:
+    """Remember the trace span of attempt n the first time it is dispatched."""
+    cur = state.current
+    if cur is None or cur.n != n or cur.span_id is not None:
+        return state
+    attempts = [
+        *state.attempts[:-1],
+        cur.model_copy(update={"span_id": span_id, "started_ns": started_ns}),
+    ]
+    return state.model_copy(update={"attempts": attempts})
 
 
 def _next_attempt(state: RequestState) -> RequestState:
@@ -200,7 +280,36 @@ def next_messages(state: RequestState) -> list[Message]:
     req = state.request
     if state.status == "failed":
         assert state.failure is not None
-        return [Finish(state.failure)]
+        return [Finish(state.failure.model_copy(update={"trace_id": state.trace_id}))]
+    if state.status == "cancelled":
+        return [
+            Finish(
+                RequestCancelled(
+                    request_id=req.request_id,
+                    session_id=req.session_id,
+                    reason=state.cancel_reason or "cancelled",
+                    trace_id=state.trace_id,
+                )
+            )
+        ]
+    if state.status == "awaiting_clarification":
+        cur = state.current
+        source: Literal["evaluator", "planner"] = (
+            "evaluator" if cur is not None and cur.verdict is not None else "planner"
+        )
+        return [
+            Finish(
+                ClarificationRequested(
+                    # Deterministic, so a redelivery republishes the same event.
+                    event_id=f"{req.request_id}-clarify-{state.rounds + 1}",
+                    request_id=req.request_id,
+                    session_id=req.session_id,
+                    questions=state.questions,
+                    source=source,
+                    attempt=cur.n if cur else None,
+                )
+            )
+        ]
     if state.status in ("completed", "partial"):
         return [Finish(_final(state))]
     cur = state.current
@@ -229,6 +338,7 @@ def next_messages(state: RequestState) -> list[Message]:
             suggestions=suggestions,
             previous_output=previous_output,
             history=req.history,
+            clarifications=state.clarifications,
         )
         return [Dispatch(task)]
     if state.status == "evaluating":
@@ -246,6 +356,7 @@ def next_messages(state: RequestState) -> list[Message]:
                     output=cur.result.output,
                     sources=cur.result.sources,
                     history=req.history,
+                    clarifications=state.clarifications,
                 )
             )
         ]
@@ -274,6 +385,7 @@ def _final(state: RequestState) -> RequestCompleted:
         feedback=verdict.feedback if verdict else None,
         sources=best.result.sources,
         usage=state.usage,
+        trace_id=state.trace_id,
     )
 
 

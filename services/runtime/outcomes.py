@@ -17,11 +17,13 @@ from contracts import (
     RequestStatus,
     SessionRecord,
     Turn,
+    parse_event,
     utcnow,
 )
 from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import get_model, key_for, mutate, put_if
 from services.runtime.metrics import REQUESTS
+from services.runtime.telemetry import current_trace_id
 
 MAX_STORED_TURNS = 50
 MAX_UNDELIVERED = 50
@@ -118,22 +120,63 @@ def _status_changes(event: Outcome) -> dict[str, Any]:
     return {**done, "status": "cancelled", "error": event.reason}
 
 
-async def finish(bus: Bus, event: Outcome, *, user_message: str) -> None:
-    """End (or park) a request. Safe to call twice: the publish is deduplicated and the writes
-    idempotent. A parked request may later end, so its dedupe key differs from the final one."""
-    await bus.kv.results.put(event.request_id, event.model_dump_json().encode())
-    await update_status(bus, event.request_id, **_status_changes(event))
+async def _claim(bus: Bus, event: Outcome) -> Outcome:
+    """Store the outcome unless the request already ended; return the outcome that stands.
+    A clarification may be replaced (the request resumes later); a terminal event may not, so
+    the first one wins even when two services race (e.g. a cancel and a finishing stream)."""
+    kv = bus.kv.results
+    for _ in range(20):
+        try:
+            entry = await kv.get(event.request_id)
+            current: Outcome | None = _parse_outcome(entry.value) if entry.value else None
+            revision = entry.revision or 0
+        except nats.js.errors.KeyNotFoundError:
+            current, revision = None, 0
+        if current is not None and not isinstance(current, ClarificationRequested):
+            return current
+        data = event.model_dump_json().encode()
+        try:
+            if revision == 0:
+                await kv.create(event.request_id, data)
+            else:
+                await kv.update(event.request_id, data, last=revision)
+            return event
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.BadRequestError):
+            continue
+    raise RuntimeError(f"could not store the outcome of {event.request_id} (contention)")
+
+
+def _parse_outcome(data: bytes) -> Outcome | None:
+    event = parse_event(data)
+    if isinstance(event, RequestCompleted | RequestFailed | RequestCancelled):
+        return event
+    if isinstance(event, ClarificationRequested):
+        return event
+    return None
+
+
+async def finish(bus: Bus, event: Outcome, *, user_message: str) -> Outcome:
+    """End (or park) a request and return the outcome that stands. Safe to call twice and from
+    racing services: the first terminal outcome wins, every write is idempotent, and the
+    publish is deduplicated by the server (a parked request's event has its own key)."""
+    terminal = isinstance(event, RequestCompleted | RequestFailed | RequestCancelled)
+    if terminal and event.trace_id is None:  # type: ignore[union-attr]
+        event = event.model_copy(update={"trace_id": current_trace_id()})
+    winner = await _claim(bus, event)
+    await update_status(bus, winner.request_id, **_status_changes(winner))
     await update_session(
-        bus, event.session_id, lambda rec: _session_after(rec, event, user_message)
+        bus, winner.session_id, lambda rec: _session_after(rec, winner, user_message)
     )
-    if isinstance(event, RequestCompleted):
-        REQUESTS.labels(event.status, event.route).inc()
-    elif isinstance(event, RequestFailed):
-        REQUESTS.labels("failed", "none").inc()
-    elif isinstance(event, RequestCancelled):
-        REQUESTS.labels("cancelled", "none").inc()
-    step = f"clarify:{event.event_id}" if isinstance(event, ClarificationRequested) else "final"
-    await bus.publish(event, _subject(bus, event), dedupe_key=msg_id(event.request_id, step))
+    if winner is event:
+        if isinstance(event, RequestCompleted):
+            REQUESTS.labels(event.status, event.route).inc()
+        elif isinstance(event, RequestFailed):
+            REQUESTS.labels("failed", "none").inc()
+        elif isinstance(event, RequestCancelled):
+            REQUESTS.labels("cancelled", "none").inc()
+    step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
+    await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
+    return winner
 
 
 async def is_finished(bus: Bus, request_id: str) -> bool:
@@ -144,9 +187,14 @@ async def is_finished(bus: Bus, request_id: str) -> bool:
         return False
     if not entry.value:
         return False
-    return b'"request.clarification"' not in entry.value
+    return not isinstance(_parse_outcome(entry.value), ClarificationRequested)
 
 
 async def create_status(bus: Bus, status: RequestStatus) -> bool:
     """Record a newly accepted request; False if a record already exists (a retried id)."""
     return await put_if(bus.kv.status, status.request_id, status, 0)
+
+
+async def load_status(bus: Bus, request_id: str) -> RequestStatus | None:
+    status, _ = await get_model(bus.kv.status, request_id, RequestStatus)
+    return status

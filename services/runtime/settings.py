@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Role = Literal["frontline", "orchestrator", "worker", "evaluator", "embeddings"]
@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     llm_retry_max_wait: float = Field(default=30.0, gt=0, description="Cap on one back-off.")
 
     max_attempts: int = Field(default=3, ge=1, le=10)
+    cache_enabled: bool = Field(default=True, description="Use the semantic cache at all.")
+    cache_threshold: float = Field(default=0.95, gt=0, le=1, description="Cosine similarity.")
+    clarification_timeout: float = Field(
+        default=24 * 3600, gt=0, description="Seconds a parked request waits for answers."
+    )
+    sweep_interval: float = Field(default=15.0, gt=0, description="Parked-request check, s.")
     workers: str = Field(
         default="GENERAL",
         description="Worker kinds the orchestrator may choose (comma-separated).",
@@ -82,6 +88,23 @@ class Settings(BaseSettings):
     gateway_host: str = "127.0.0.1"
     gateway_port: int = 8080
     max_frame_bytes: int = Field(default=64 * 1024, ge=256)
+    # Gateway security and limits (see the README's "Security" section).
+    auth_tokens: SecretStr | None = Field(
+        default=None, description="Bearer tokens as 'token:principal,token2:principal2'."
+    )
+    auth_tokens_file: Path | None = Field(
+        default=None, description="A file of 'token:principal' lines (# comments)."
+    )
+    allow_unauthenticated: bool = Field(
+        default=False, description="Allow binding a non-loopback address with auth off."
+    )
+    rate_limit_per_minute: int = Field(
+        default=60, ge=0, description="New requests per principal per minute; 0 = no limit."
+    )
+    max_concurrent_requests: int = Field(
+        default=10, ge=0, description="Requests in flight per principal; 0 = no limit."
+    )
+    max_message_chars: int = Field(default=20_000, ge=1, description="Longest user message.")
     ops_host: str = "127.0.0.1"
     ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = none.")
 

@@ -3,12 +3,70 @@ are exported over OTLP/HTTP; with nothing set there is no exporter and no error.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
+from collections.abc import Iterator
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+
+class PresetIdGenerator(RandomIdGenerator):
+    """Random ids, except that a span started inside `preset_span_id(x)` gets id x. This lets
+    a service open a span whose children were already created elsewhere (an attempt span is
+    written when its verdict is known, but the worker's spans point at it from the start)."""
+
+    def generate_span_id(self) -> int:
+        preset = _PRESET.get()
+        if preset is not None:
+            _PRESET.set(None)
+            return preset
+        return super().generate_span_id()
+
+
+_PRESET: contextvars.ContextVar[int | None] = contextvars.ContextVar("preset", default=None)
+
+
+@contextlib.contextmanager
+def preset_span_id(span_id: int) -> Iterator[None]:
+    token = _PRESET.set(span_id)
+    try:
+        yield
+    finally:
+        _PRESET.reset(token)
+
+
+def new_span_id() -> int:
+    return RandomIdGenerator().generate_span_id()
+
+
+def remote_parent(trace_id: str, span_id: str) -> Context:
+    """A context whose parent is the given (possibly not yet written) span."""
+    ctx = SpanContext(
+        trace_id=int(trace_id, 16),
+        span_id=int(span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(ctx))
+
+
+def current_ids() -> tuple[str, str] | None:
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return None
+    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
+
+
+def current_trace_id() -> str | None:
+    ids = current_ids()
+    return ids[0] if ids else None
 
 
 def setup_tracing(service: str) -> TracerProvider:
@@ -16,7 +74,9 @@ def setup_tracing(service: str) -> TracerProvider:
     if isinstance(current, TracerProvider):
         return current
     name = os.environ.get("OTEL_SERVICE_NAME") or f"sidekick-{service}"
-    provider = TracerProvider(resource=Resource.create({"service.name": name}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": name}), id_generator=PresetIdGenerator()
+    )
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
     ):

@@ -12,6 +12,7 @@ comes back as `choices[0].message.tool_calls` with finish_reason "tool_calls". B
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -116,6 +117,17 @@ def verdict(
     }
 
 
+def text_vector(text: str) -> list[float]:
+    """A deterministic embedding: the same text gives the same vector, different texts give
+    nearly orthogonal ones (a bag of hashed words, so reworded near-duplicates stay close)."""
+    dims = 64
+    vec = [0.0] * dims
+    for word in text.lower().split():
+        h = int(hashlib.sha256(word.encode()).hexdigest(), 16)
+        vec[h % dims] += 1.0 if (h >> 8) % 2 else -1.0
+    return vec
+
+
 class FakeOpenAI(FakeServer):
     def __init__(self) -> None:
         super().__init__()
@@ -124,7 +136,7 @@ class FakeOpenAI(FakeServer):
         self.route("POST", "/v1/chat/completions", self._chat)
         self.route("POST", "/v1/embeddings", self._embeddings)
         self.route("GET", "/v1/models", lambda _: Response(200, {"object": "list", "data": []}))
-        self.embed: Callable[[str], list[float]] = lambda text: [1.0, 0.0, 0.0]
+        self.embed: Callable[[str], list[float]] = text_vector
 
     @property
     def base_url(self) -> str:

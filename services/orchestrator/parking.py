@@ -1,0 +1,64 @@
+"""Parked requests (awaiting the user's answers) and their deadlines, in a small KV bucket,
+swept periodically by every orchestrator replica (the state transition is idempotent)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import nats.js.errors
+from nats.js.kv import KeyValue
+
+log = logging.getLogger("sidekick.parking")
+
+
+class ParkingLot:
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.kv: KeyValue | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def park(self, request_id: str, wait: float) -> None:
+        assert self.kv is not None
+        await self.kv.put(request_id, str(time.time() + wait).encode())
+
+    async def release(self, request_id: str) -> None:
+        assert self.kv is not None
+        with contextlib.suppress(nats.js.errors.KeyNotFoundError):
+            await self.kv.delete(request_id)
+
+    def start(self, kv: KeyValue, on_timeout: Callable[[str], Awaitable[None]]) -> None:
+        self.kv = kv
+        self._task = asyncio.create_task(self._sweep(on_timeout))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _sweep(self, on_timeout: Callable[[str], Awaitable[None]]) -> None:
+        assert self.kv is not None
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                keys = await self.kv.keys()
+            except nats.js.errors.NoKeysError:
+                continue
+            except Exception as exc:
+                log.warning("parked-request sweep failed: %r", exc)
+                continue
+            now = time.time()
+            for key in keys:
+                try:
+                    entry = await self.kv.get(key)
+                    if entry.value and float(entry.value) <= now:
+                        await on_timeout(key)
+                        await self.release(key)
+                except nats.js.errors.KeyNotFoundError:
+                    continue
+                except Exception as exc:
+                    log.warning("could not time out %s: %r", key, exc)
