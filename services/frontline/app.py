@@ -5,6 +5,7 @@ from __future__ import annotations
 from contracts import ChatRequested
 from services.frontline.handlers import Frontline
 from services.runtime.bus import Bus
+from services.runtime.cancels import Cancellations
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
 from services.runtime.settings import Settings
@@ -17,7 +18,7 @@ def build(settings: Settings) -> ServiceHost:
         timeout=settings.llm_timeout,
         max_retries=settings.llm_max_retries,
     )
-    frontline = Frontline(bus, llm)
+    frontline = Frontline(bus, llm, Cancellations(bus))
     bus.durable(
         bus.subjects.chat_requested,
         ChatRequested,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from contracts import (
     ChatRequested,
     FrontlineDecision,
     Progress,
+    RequestCancelled,
     RequestCompleted,
     RequestFailed,
     RequestRouted,
@@ -18,9 +20,11 @@ from contracts import (
 from contracts.events import ProgressStage
 from services.frontline import prompts
 from services.runtime.bus import Bus, msg_id
+from services.runtime.cancels import Cancellations
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
 from services.runtime.llm import LLMClient, StreamResult
+from services.runtime.metrics import CANCELLATIONS
 from services.runtime.outcomes import finish, is_finished, load_history
 from services.runtime.prompts import conversation
 
@@ -28,13 +32,17 @@ log = logging.getLogger("sidekick.frontline")
 
 
 class Frontline:
-    def __init__(self, bus: Bus, llm: LLMClient) -> None:
+    def __init__(self, bus: Bus, llm: LLMClient, cancels: Cancellations) -> None:
         self.bus = bus
         self.llm = llm
+        self.cancels = cancels
 
     async def handle(self, req: ChatRequested) -> None:
         if await is_finished(self.bus, req.request_id):
             return  # a redelivery of a request that already ended
+        if await self.cancels.check(req.request_id):
+            await self._cancelled(req)
+            return
         history = await load_history(self.bus, req.session_id, self.bus.settings.history_turns)
         try:
             decision = await self.llm.structured(
@@ -42,6 +50,9 @@ class Frontline:
             )
         except MODEL_ERRORS as exc:
             await self._fail(req, exc)
+            return
+        if self.cancels.is_set(req.request_id):
+            await self._cancelled(req)
             return
         if decision.value.route_to_orchestrator:
             await self._progress(req, "routed", decision.value.reason)
@@ -65,12 +76,18 @@ class Frontline:
         messages = conversation(prompts.ANSWER, history, req.message)
         try:
             seq = 0
-            async for delta in self.llm.stream(messages, result):
-                chunk = StreamChunk(
-                    request_id=req.request_id, session_id=req.session_id, seq=seq, text=delta
-                )
-                await self.bus.emit(chunk, subject)
-                seq += 1
+            async with contextlib.aclosing(self.llm.stream(messages, result)) as deltas:
+                async for delta in deltas:
+                    if self.cancels.is_set(req.request_id):
+                        # Leaving the loop closes the stream: the model call is aborted.
+                        CANCELLATIONS.labels("frontline").inc()
+                        await self._cancelled(req)
+                        return
+                    chunk = StreamChunk(
+                        request_id=req.request_id, session_id=req.session_id, seq=seq, text=delta
+                    )
+                    await self.bus.emit(chunk, subject)
+                    seq += 1
         except MODEL_ERRORS as exc:
             await self._fail(req, exc)
             return
@@ -83,6 +100,13 @@ class Frontline:
             usage=usage + result.usage,
         )
         await finish(self.bus, done, user_message=req.message)
+
+    async def _cancelled(self, req: ChatRequested) -> None:
+        reason = self.cancels.seen.get(req.request_id, "cancelled by the user")
+        event = RequestCancelled(
+            request_id=req.request_id, session_id=req.session_id, reason=reason
+        )
+        await finish(self.bus, event, user_message=req.message)
 
     async def _progress(self, req: ChatRequested, stage: ProgressStage, detail: str) -> None:
         event = Progress(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -283,7 +283,7 @@ class LLMClient:
                 raw=second.text,
             ) from exc
 
-    async def stream(self, messages: Messages, result: StreamResult) -> AsyncIterator[str]:
+    async def stream(self, messages: Messages, result: StreamResult) -> AsyncGenerator[str, None]:
         """Yield text deltas as they arrive; `result` holds the full text and usage after."""
         client = self._require()
         started = time.perf_counter()

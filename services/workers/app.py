@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
 from contracts import WorkerResult, WorkerTask
 from services.runtime.bus import Bus, msg_id
+from services.runtime.cancels import Cancellations
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
 from services.runtime.settings import Settings
@@ -42,15 +44,22 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
         settings.llm("worker"), timeout=settings.llm_timeout, max_retries=settings.llm_max_retries
     )
     deps = WorkerDeps(bus=bus, settings=settings, llm=llm)
+    cancels = Cancellations(bus)
     for kind in chosen:
-        _register(bus, REGISTRY[kind](deps))
+        _register(bus, REGISTRY[kind](deps), cancels)
     return ServiceHost("workers", settings, bus)
 
 
-def _register(bus: Bus, worker: Worker) -> None:
+def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:
     async def handle(task: WorkerTask) -> None:
+        if await cancels.check(task.request_id):
+            return  # cancelled before it started: no work, no side effect
+        work = asyncio.create_task(worker.run(task))
         try:
-            result = await worker.run(task)
+            if not await cancels.run(task.request_id, work):
+                log.info("%s work for %s stopped: cancelled", worker.kind, task.request_id)
+                return
+            result = work.result()
         except Exception as exc:  # a bug in a worker must still end the attempt
             log.exception("%s worker crashed on %s", worker.kind, task.request_id)
             result = result_for(task, success=False, error=f"internal error: {exc!r}")

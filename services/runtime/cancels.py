@@ -1,0 +1,84 @@
+"""Hearing cancellations: every replica of a service subscribes (core NATS, no queue group) to
+the cancel subject, which the gateway publishes on JetStream for the orchestrator's durable
+consumer; core subscribers see the same message. The request's status record is the source of
+truth for requests whose cancel arrived before this process started."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+
+from faststream.nats import NatsMessage
+from pydantic import ValidationError
+
+from contracts import CancelRequested
+from services.runtime.bus import Bus
+from services.runtime.metrics import CANCELLATIONS
+from services.runtime.outcomes import load_status
+
+log = logging.getLogger("sidekick.cancel")
+
+REMEMBER = 10_000
+
+
+class Cancellations:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.seen: OrderedDict[str, str] = OrderedDict()
+        self.running: dict[str, set[asyncio.Task[object]]] = {}
+
+        @bus.broker.subscriber(bus.subjects.request_cancel)
+        async def on_cancel(msg: NatsMessage) -> None:
+            try:
+                event = CancelRequested.model_validate_json(msg.raw_message.data)
+            except ValidationError:
+                return
+            self.mark(event.request_id, event.reason)
+
+    def mark(self, request_id: str, reason: str) -> None:
+        self.seen[request_id] = reason
+        while len(self.seen) > REMEMBER:
+            self.seen.popitem(last=False)
+        for task in self.running.get(request_id, set()):
+            CANCELLATIONS.labels(self.bus.service).inc()
+            task.cancel()
+
+    def is_set(self, request_id: str) -> bool:
+        return request_id in self.seen
+
+    async def check(self, request_id: str) -> bool:
+        """True if the request was cancelled (here, or before this process heard of it)."""
+        if request_id in self.seen:
+            return True
+        status = await load_status(self.bus, request_id)
+        return status is not None and status.status == "cancelled"
+
+    async def run(self, request_id: str, work: asyncio.Task[object]) -> bool:
+        """Await `work`; False if it was stopped because its request was cancelled."""
+        self.running.setdefault(request_id, set()).add(work)
+        try:
+            await work
+        except asyncio.CancelledError:
+            if request_id in self.seen and not _current_cancelling():
+                return False
+            raise
+        finally:
+            tasks = self.running.get(request_id)
+            if tasks is not None:
+                tasks.discard(work)
+                if not tasks:
+                    del self.running[request_id]
+        return True
+
+
+def _current_cancelling() -> bool:
+    task = asyncio.current_task()
+    return bool(task and task.cancelling())
+
+
+async def cancel_quietly(task: asyncio.Task[object]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
