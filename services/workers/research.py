@@ -76,12 +76,13 @@ def clarification_output(plan: ResearchPlan) -> str:
 
 
 def queries_of(plan: ResearchPlan, task: WorkerTask, limit: int) -> list[str]:
+    """The plan's queries, deduplicated; the task itself when the plan gave none."""
     queries: list[str] = []
-    for q in [*plan.search_queries, query_of(task)]:
+    for q in plan.search_queries:
         q = q.strip()
         if q and q.lower() not in {x.lower() for x in queries}:
             queries.append(q)
-    return queries[:limit]
+    return queries[:limit] or [query_of(task)]
 
 
 def cited(synthesis: ResearchSynthesis, sources: list[Source]) -> tuple[list[int], list[Source]]:

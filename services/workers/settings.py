@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class WorkerSettings(BaseSettings):
     """Read once per workers process. An empty key counts as no key."""
 
-    model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore", populate_by_name=True)
 
     brave_api_key: str | None = Field(
         default=None,
