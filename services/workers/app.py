@@ -17,6 +17,7 @@ from services.workers.email import EmailWorker
 from services.workers.general import GeneralWorker
 from services.workers.research import ResearchWorker
 from services.workers.search import SearchWorker
+from services.workers.tools.worker import ToolsWorker
 
 log = logging.getLogger("sidekick.workers")
 
@@ -25,6 +26,7 @@ REGISTRY: dict[str, Callable[[WorkerDeps], Worker]] = {
     "SEARCH": SearchWorker,
     "RESEARCH": ResearchWorker,
     "EMAIL": EmailWorker,
+    "TOOLS": ToolsWorker,
 }
 
 

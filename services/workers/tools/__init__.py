@@ -1,0 +1,14 @@
+"""TOOLS: the Sidekick seed's worker. The model is given OpenAI function tools (browser, Python,
+files, Wikipedia, web search, notifications) and calls them in a bounded loop until it answers.
+
+    worker.py          the worker kind: prompt, loop, result
+    loop.py            the tool loop as plain logic (a chat function and a toolbox in)
+    toolbox.py         tool definitions, argument validation, dispatch, errors as tool results
+    catalog.py         the tools, bound to the clients they use
+    browser.py         Playwright + headless Chromium (one browser per process)
+    python_sandbox.py  code in a limited, network-less child process
+    files.py           a per-session sandbox folder
+    wikipedia.py       the MediaWiki Action API
+    websearch.py       Brave Search
+    notify.py          Pushover, at most once per tool call id
+"""

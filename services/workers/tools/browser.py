@@ -1,0 +1,291 @@
+"""browser_*: Playwright driving headless Chromium (Debian's, via `executable_path`; this
+project never downloads a browser of its own).
+
+One Chromium per worker process, started on first use and restarted if it dies; each task gets
+a fresh context (no cookies or storage shared between requests or users), closed when the task
+ends. Only http(s) pages can be opened: `file:` and the browser's own schemes would read the
+worker's disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.async_api import Browser as PWBrowser
+from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+from pydantic import Field
+
+from contracts import Source
+from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
+from services.workers.tools.toolbox import Args, Call, RunContext, Tool
+
+log = logging.getLogger("sidekick.workers.tools.browser")
+
+LAUNCH_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+MAX_LINKS = 200
+
+_LINKS_JS = """els => els.map(e => ({text: (e.innerText || e.title || '').trim(), href: e.href}))"""
+
+
+def _first_line(exc: PlaywrightError) -> str:
+    return (exc.message or str(exc)).strip().splitlines()[0] if str(exc) else repr(exc)
+
+
+def _is_file(path: str) -> bool:
+    return Path(path).is_file()
+
+
+class NavigateArgs(Args):
+    url: str = Field(min_length=1, description="An http:// or https:// address.")
+
+
+class TextArgs(Args):
+    max_chars: int = Field(default=8000, ge=200, le=100_000, description="Characters to return.")
+
+
+class ClickArgs(Args):
+    selector: str | None = Field(default=None, description="A CSS selector of what to click.")
+    text: str | None = Field(default=None, description="Or: the visible text of what to click.")
+
+
+class LinksArgs(Args):
+    limit: int = Field(default=50, ge=1, le=MAX_LINKS, description="How many links at most.")
+
+
+class Browser:
+    """The process's Chromium. `close()` at shutdown."""
+
+    def __init__(
+        self, executable: str, *, timeout: float, screenshot_dir: Path | None = None
+    ) -> None:
+        self.executable = executable
+        self.timeout_ms = timeout * 1000
+        self.screenshot_dir = screenshot_dir
+        self._pw: Playwright | None = None
+        self._browser: PWBrowser | None = None
+        self._lock = asyncio.Lock()
+        self._sessions: dict[int, BrowserSession] = {}
+
+    async def browser(self) -> PWBrowser:
+        async with self._lock:
+            if self._browser is not None and self._browser.is_connected():
+                return self._browser
+            if not _is_file(self.executable):
+                raise ToolNotConfigured(
+                    "browser",
+                    f"Chromium was not found at {self.executable}; install it "
+                    "(apt-get install chromium) or set SIDEKICK_CHROMIUM_PATH.",
+                )
+            if self._pw is None:
+                self._pw = await async_playwright().start()
+            try:
+                self._browser = await self._pw.chromium.launch(
+                    executable_path=self.executable,
+                    headless=True,
+                    args=list(LAUNCH_ARGS),
+                    timeout=60_000,
+                )
+            except PlaywrightError as exc:
+                raise ToolUnavailable(
+                    f"Chromium at {self.executable} could not be started: {_first_line(exc)}"
+                ) from exc
+            log.info("started Chromium %s", self._browser.version)
+            return self._browser
+
+    def session(self, run: RunContext) -> BrowserSession:
+        """The task's browsing session; its context is closed when the task ends."""
+        key = id(run)
+        session = self._sessions.get(key)
+        if session is None:
+            session = BrowserSession(self, run)
+            self._sessions[key] = session
+
+            async def close() -> None:
+                self._sessions.pop(key, None)
+                await session.close()
+
+            run.on_close(close)
+        return session
+
+    async def close(self) -> None:
+        for session in list(self._sessions.values()):
+            await session.close()
+        if self._browser is not None:
+            with contextlib.suppress(PlaywrightError):
+                await self._browser.close()
+        if self._pw is not None:
+            await self._pw.stop()
+        self._browser = self._pw = None
+
+    # Tools: each finds the task's session and acts on its one page.
+
+    async def navigate(self, args: NavigateArgs, call: Call) -> str:
+        return await self.session(call.run).navigate(args.url)
+
+    async def text(self, args: TextArgs, call: Call) -> str:
+        return await self.session(call.run).text(args.max_chars)
+
+    async def click(self, args: ClickArgs, call: Call) -> str:
+        return await self.session(call.run).click(args.selector, args.text)
+
+    async def links(self, args: LinksArgs, call: Call) -> str:
+        return await self.session(call.run).links(args.limit)
+
+    def tools(self) -> list[Tool[Any]]:
+        return [
+            Tool(
+                "browser_navigate",
+                "Open a web page in a headless browser (JavaScript runs); returns its title.",
+                NavigateArgs,
+                self.navigate,
+            ),
+            Tool(
+                "browser_text",
+                "The visible text of the page currently open in the browser.",
+                TextArgs,
+                self.text,
+            ),
+            Tool(
+                "browser_click",
+                "Click a link or button on the open page, by CSS selector or visible text.",
+                ClickArgs,
+                self.click,
+            ),
+            Tool(
+                "browser_links",
+                "The links on the open page: their text and absolute addresses.",
+                LinksArgs,
+                self.links,
+            ),
+        ]
+
+
+class BrowserSession:
+    """One task's context and page."""
+
+    def __init__(self, owner: Browser, run: RunContext) -> None:
+        self.owner = owner
+        self.run = run
+        self._context: BrowserContext | None = None
+        self._page: Page | None = None
+        self._shots = 0
+
+    async def _open_page(self) -> Page:
+        if self._page is None or self._page.is_closed():
+            browser = await self.owner.browser()
+            if self._context is None:
+                self._context = await browser.new_context(
+                    accept_downloads=False, service_workers="block"
+                )
+                self._context.set_default_timeout(self.owner.timeout_ms)
+            self._page = await self._context.new_page()
+        return self._page
+
+    def _current(self) -> Page:
+        if self._page is None or self._page.is_closed() or self._page.url == "about:blank":
+            raise ToolError("no page is open; call browser_navigate first.")
+        return self._page
+
+    async def _describe(self, page: Page, status: int | None = None) -> str:
+        title = await page.title()
+        self.run.add_source(Source(title=title or page.url, url=page.url))
+        await self._screenshot(page)
+        head = f"Opened {page.url}"
+        if status is not None:
+            head += f" (HTTP {status})"
+        return f"{head}\nTitle: {title or '(none)'}"
+
+    async def _screenshot(self, page: Page) -> None:
+        if self.owner.screenshot_dir is None:
+            return
+        self._shots += 1
+        path = self.owner.screenshot_dir / f"{self.run.request_id}-{self._shots:02d}.png"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(path), full_page=True)
+        except (OSError, PlaywrightError):
+            log.warning("could not save a screenshot to %s", path, exc_info=True)
+
+    async def navigate(self, url: str) -> str:
+        scheme = urlsplit(url.strip()).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise ToolError(f"only http:// and https:// pages can be opened, not {url!r}.")
+        page = await self._open_page()
+        try:
+            response = await page.goto(url.strip(), wait_until="domcontentloaded")
+        except PlaywrightError as exc:
+            raise ToolError(f"could not open {url}: {_first_line(exc)}") from exc
+        with contextlib.suppress(PlaywrightTimeout):
+            await page.wait_for_load_state("load", timeout=min(self.owner.timeout_ms, 5000))
+        return await self._describe(page, response.status if response else None)
+
+    async def text(self, max_chars: int) -> str:
+        page = self._current()
+        try:
+            text = await page.evaluate("() => document.body ? document.body.innerText : ''")
+        except PlaywrightError as exc:
+            raise ToolError(f"could not read the page: {_first_line(exc)}") from exc
+        lines = [line.strip() for line in str(text).splitlines()]
+        body = "\n".join(line for line in lines if line)
+        if len(body) > max_chars:
+            body = body[:max_chars] + f"\n[... {len(body) - max_chars} more characters]"
+        return f"Page {page.url}\nTitle: {await page.title()}\n\n{body or '(no visible text)'}"
+
+    async def click(self, selector: str | None, text: str | None) -> str:
+        page = self._current()
+        if not (selector or text):
+            raise ToolError("give a selector or the text of what to click.")
+        target = page.locator(selector) if selector else page.get_by_text(text or "")
+        try:
+            await target.first.click()
+        except PlaywrightTimeout as exc:
+            raise ToolError(f"nothing clickable matched {selector or text!r}.") from exc
+        except PlaywrightError as exc:
+            raise ToolError(f"the click failed: {_first_line(exc)}") from exc
+        with contextlib.suppress(PlaywrightTimeout):
+            await page.wait_for_load_state("load", timeout=min(self.owner.timeout_ms, 5000))
+        return await self._describe(page)
+
+    async def links(self, limit: int) -> str:
+        page = self._current()
+        try:
+            found = await page.eval_on_selector_all("a[href]", _LINKS_JS)
+        except PlaywrightError as exc:
+            raise ToolError(f"could not read the links: {_first_line(exc)}") from exc
+        seen: set[str] = set()
+        lines = []
+        for link in found:
+            href = str(link.get("href") or "")
+            if urlsplit(href).scheme not in ("http", "https") or href in seen:
+                continue
+            seen.add(href)
+            lines.append(
+                f"- {' '.join(str(link.get('text') or '').split()) or '(no text)'}: {href}"
+            )
+            if len(lines) >= limit:
+                break
+        if not lines:
+            return f"The page {page.url} has no links."
+        return f"Links on {page.url}:\n" + "\n".join(lines)
+
+    async def close(self) -> None:
+        context, self._context, self._page = self._context, None, None
+        if context is not None:
+            with contextlib.suppress(PlaywrightError):
+                await context.close()

@@ -1,0 +1,104 @@
+"""Every tool, bound to the clients it uses. The clients are made once per worker process.
+
+Only web_search, wikipedia_* and browser_* read outside data; python_run has no network;
+files_* stay in the session's folder; notify only sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from nats.js.kv import KeyValue
+from pydantic import Field
+
+from services.workers.tools.browser import Browser
+from services.workers.tools.files import Files
+from services.workers.tools.notify import Notifier
+from services.workers.tools.python_sandbox import Limits, PythonSandbox
+from services.workers.tools.settings import ToolsSettings
+from services.workers.tools.toolbox import Args, Call, Tool
+from services.workers.tools.websearch import WebSearch
+from services.workers.tools.wikipedia import Wikipedia
+
+USER_AGENT = "Sidekick/0.1 (multi-agent assistant; tools worker)"
+
+
+class PythonArgs(Args):
+    code: str = Field(min_length=1, description="A complete Python 3 program; print results.")
+
+
+@dataclass
+class Clients:
+    http: httpx.AsyncClient
+    browser: Browser
+    python: PythonSandbox
+    files: Files
+    wikipedia: Wikipedia
+    web: WebSearch
+    notifier: Notifier
+
+    @classmethod
+    def create(
+        cls, settings: ToolsSettings, *, data_dir: Path, ledger: Callable[[], KeyValue]
+    ) -> Clients:
+        http = httpx.AsyncClient(
+            timeout=settings.http_timeout,
+            headers={"User-Agent": USER_AGENT},
+            follow_redirects=True,
+        )
+        limits = Limits(
+            cpu_seconds=settings.python_cpu_seconds,
+            memory_bytes=settings.python_memory_mb * 1024 * 1024,
+            wall_seconds=settings.python_wall_seconds,
+            output_chars=settings.python_output_chars,
+        )
+        return cls(
+            http=http,
+            browser=Browser(
+                settings.chromium_path,
+                timeout=settings.browser_timeout,
+                screenshot_dir=settings.browser_screenshot_dir,
+            ),
+            python=PythonSandbox(limits, python=settings.python_executable),
+            files=Files(
+                settings.files_root or data_dir / "files", max_bytes=settings.files_max_bytes
+            ),
+            wikipedia=Wikipedia(http, settings.wikipedia_base_url),
+            web=WebSearch(http, api_key=settings.brave_api_key, base_url=settings.brave_base_url),
+            notifier=Notifier(
+                http,
+                ledger,
+                token=settings.pushover_token,
+                user=settings.pushover_user,
+                base_url=settings.pushover_base_url,
+            ),
+        )
+
+    async def python_run(self, args: PythonArgs, call: Call) -> str:
+        result = await self.python.run(args.code)
+        return result.render()
+
+    def tools(self) -> list[Tool[Any]]:
+        python = Tool(
+            "python_run",
+            "Run a Python 3 program in a sandbox (no network, limited CPU time and memory, an "
+            "empty temporary folder); returns its stdout, stderr and exit status.",
+            PythonArgs,
+            self.python_run,
+        )
+        return [
+            *self.browser.tools(),
+            python,
+            *self.files.tools(),
+            *self.wikipedia.tools(),
+            *self.web.tools(),
+            *self.notifier.tools(),
+        ]
+
+    async def close(self) -> None:
+        await self.browser.close()
+        await self.http.aclose()

@@ -1,0 +1,89 @@
+"""The tool loop as plain logic: ask the model, run the tools it calls, hand back the results,
+until it answers or the step budget is spent.
+
+A step is one model turn. When the model answers without tool calls, that is the answer. When
+the last allowed turn still asks for tools, the loop stops without running them and says so:
+it never presents an unfinished task as done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from openai.types.chat import ChatCompletionMessageParam
+
+from contracts import Usage
+from services.runtime.llm import ChatReply
+from services.workers.tools.toolbox import Call, RunContext, ToolBox
+
+ChatFn = Callable[[list[ChatCompletionMessageParam], list[dict[str, Any]]], Awaitable[ChatReply]]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    step: int
+    tool: str
+    ok: bool
+
+
+@dataclass
+class LoopOutcome:
+    answer: str | None  # None when the loop stopped at the step limit
+    steps: int
+    usage: Usage = field(default_factory=Usage)
+    calls: list[CallRecord] = field(default_factory=list)
+    wanted: list[str] = field(default_factory=list)  # tools still asked for when it stopped
+
+    @property
+    def finished(self) -> bool:
+        return self.answer is not None
+
+    def summary(self) -> str:
+        """Which tools ran, e.g. 'browser_text (2 calls), python_run (1 failed)'."""
+        counts: dict[str, list[int]] = {}
+        for record in self.calls:
+            n = counts.setdefault(record.tool, [0, 0])
+            n[0] += 1
+            n[1] += 0 if record.ok else 1
+        parts = []
+        for tool, (total, failed) in counts.items():
+            details = [f"{total} calls"] if total > 1 else []
+            details += [f"{failed} failed"] if failed else []
+            parts.append(f"{tool} ({', '.join(details)})" if details else tool)
+        return ", ".join(parts) or "no tools"
+
+
+async def run_tool_loop(
+    chat: ChatFn,
+    messages: list[ChatCompletionMessageParam],
+    toolbox: ToolBox,
+    run: RunContext,
+    *,
+    max_steps: int,
+) -> LoopOutcome:
+    conversation = list(messages)
+    outcome = LoopOutcome(answer=None, steps=0)
+    definitions = toolbox.definitions
+    for step in range(1, max_steps + 1):
+        reply = await chat(conversation, definitions)
+        outcome.steps = step
+        outcome.usage = outcome.usage + reply.usage
+        if not reply.tool_calls:
+            outcome.answer = reply.content
+            return outcome
+        if step == max_steps:
+            outcome.wanted = [c.name for c in reply.tool_calls]
+            return outcome
+        conversation.append(reply.as_param())
+        for tool_call in reply.tool_calls:
+            result = await toolbox.call(
+                tool_call.name, tool_call.arguments, Call(run, tool_call.id)
+            )
+            outcome.calls.append(CallRecord(step, tool_call.name, result.ok))
+            # Tool output is data in a tool message, never part of a system prompt.
+            conversation.append(
+                {"role": "tool", "tool_call_id": tool_call.id, "content": result.content}
+            )
+    return outcome

@@ -1,0 +1,71 @@
+"""Settings of the TOOLS worker. Keys use the providers' usual variable names; the rest
+`SIDEKICK_`. Read once per workers process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ToolsSettings(BaseSettings):
+    """An empty key counts as no key."""
+
+    model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
+
+    tools_max_steps: int = Field(
+        default=10, ge=1, le=100, description="Model turns one task may take before it stops."
+    )
+    tools_result_chars: int = Field(
+        default=12_000, ge=500, description="Longest tool result handed back to the model."
+    )
+    http_timeout: float = Field(default=10.0, gt=0, description="Seconds per outside HTTP call.")
+
+    chromium_path: str = Field(default="/usr/bin/chromium", description="Chromium binary.")
+    browser_timeout: float = Field(default=20.0, gt=0, description="Seconds per page action.")
+    browser_screenshot_dir: Path | None = Field(
+        default=None, description="If set, a screenshot of each page navigated to is saved here."
+    )
+
+    python_executable: str | None = Field(
+        default=None, description="Python for python_run; default: the first that works."
+    )
+    python_cpu_seconds: int = Field(default=10, ge=1, description="CPU seconds per python_run.")
+    python_memory_mb: int = Field(default=512, ge=64, description="Address space per run (MiB).")
+    python_wall_seconds: float = Field(default=30.0, gt=0, description="Wall-clock per run (s).")
+    python_output_chars: int = Field(
+        default=8_000, ge=100, description="Stdout and stderr kept per run, each."
+    )
+
+    files_root: Path | None = Field(
+        default=None, description="Base of the per-session folders; default <data_dir>/files."
+    )
+    files_max_bytes: int = Field(default=1_000_000, ge=1, description="Largest file written.")
+
+    wikipedia_base_url: str = Field(
+        default="https://en.wikipedia.org", description="MediaWiki site for wikipedia_*."
+    )
+
+    brave_api_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("BRAVE_SEARCH_API_KEY"),
+        description="Brave Search subscription token for web_search.",
+    )
+    brave_base_url: str = Field(
+        default="https://api.search.brave.com", description="Brave Search API base URL."
+    )
+
+    pushover_token: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PUSHOVER_TOKEN"),
+        description="Pushover application token for notify.",
+    )
+    pushover_user: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PUSHOVER_USER"),
+        description="Pushover user (or group) key for notify.",
+    )
+    pushover_base_url: str = Field(
+        default="https://api.pushover.net", description="Pushover API base URL."
+    )
