@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     )
     sweep_interval: float = Field(default=15.0, gt=0, description="Parked-request check, s.")
     workers: str = Field(
-        default="GENERAL",
+        default="GENERAL,SEARCH,RESEARCH,EMAIL,TOOLS",
         description="Worker kinds the orchestrator may choose (comma-separated).",
     )
     history_turns: int = Field(default=4, ge=0, description="Turns of history the agents see.")
