@@ -73,6 +73,9 @@ class System:
                 "SIDEKICK_HEARTBEAT_INTERVAL": "1",
                 "SIDEKICK_LLM_MAX_RETRIES": "1",
                 "SIDEKICK_LLM_TIMEOUT": "20",
+                # Tests that check the gateway's limits set their own.
+                "SIDEKICK_RATE_LIMIT_PER_MINUTE": "0",
+                "SIDEKICK_MAX_CONCURRENT_REQUESTS": "0",
                 # Tests that exercise the semantic cache turn it on for their own system.
                 "SIDEKICK_CACHE_ENABLED": "false",
                 "SIDEKICK_SWEEP_INTERVAL": "0.5",
@@ -95,8 +98,8 @@ class System:
             stderr=subprocess.STDOUT,
         )
 
-    def start_all(self, timeout: float = 60.0) -> System:
-        for name in SERVICES:
+    def start_all(self, timeout: float = 60.0, services: tuple[str, ...] = SERVICES) -> System:
+        for name in services:
             self.start(name)
         self.wait_ready(timeout)
         return self

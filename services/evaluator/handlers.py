@@ -27,6 +27,7 @@ class Evaluator:
             criteria=req.success_criteria,
             output=req.output,
             sources="\n".join(f"- {s.title} <{s.url}>" for s in req.sources) or "(none)",
+            answered="\n".join(f"- {c}" for c in req.clarifications),
         )
         messages = [
             {"role": "system", "content": prompts.SYSTEM},

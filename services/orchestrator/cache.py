@@ -53,6 +53,8 @@ class SemanticCache:
         self.embedder = embedder
         self.threshold = threshold
         self.index: dict[str, tuple[list[float], CacheEntry]] = {}
+        # Embeddings computed at lookup, kept until the request ends so storing needs no call.
+        self.pending: dict[str, list[float]] = {}
         self._watch: asyncio.Task[None] | None = None
 
     @property
@@ -92,7 +94,7 @@ class SemanticCache:
                 log.warning("cache watch interrupted (%r); resuming", exc)
                 await asyncio.sleep(1)
 
-    async def lookup(self, text: str, *, skip: bool) -> CacheEntry | None:
+    async def lookup(self, key: str, text: str, *, skip: bool) -> CacheEntry | None:
         if not self.enabled or skip or is_fresh(text):
             CACHE_LOOKUPS.labels("skipped").inc()
             return None
@@ -102,6 +104,9 @@ class SemanticCache:
             log.warning("cache lookup skipped: %s", exc)
             CACHE_LOOKUPS.labels("error").inc()
             return None
+        if len(self.pending) > MAX_ENTRIES:
+            self.pending.clear()
+        self.pending[key] = vector
         query = _unit(vector)
         best: tuple[float, CacheEntry] | None = None
         for unit, entry in self.index.values():
@@ -119,13 +124,15 @@ class SemanticCache:
     async def store(
         self, key: str, text: str, output: str, worker_type: str, sources: list[Source]
     ) -> None:
+        vector = self.pending.pop(key, None)
         if not self.enabled or is_fresh(text) or worker_type not in CACHEABLE_WORKERS:
             return
-        try:
-            (vector,) = await self.embedder.embed([text])
-        except MODEL_ERRORS as exc:
-            log.warning("answer not cached: %s", exc)
-            return
+        if vector is None:  # another replica looked it up
+            try:
+                (vector,) = await self.embedder.embed([text])
+            except MODEL_ERRORS as exc:
+                log.warning("answer not cached: %s", exc)
+                return
         entry = CacheEntry(
             text=text, embedding=vector, output=output, worker_type=worker_type, sources=sources
         )

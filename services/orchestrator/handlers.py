@@ -87,7 +87,7 @@ class Orchestrator:
         assert state is not None
         if state.status == "deciding":
             await update_status(self.bus, req.request_id, status="planning", detail=req.reason)
-            hit = await self.cache.lookup(req.message, skip=req.skip_cache)
+            hit = await self.cache.lookup(req.request_id, req.message, skip=req.skip_cache)
             if hit is not None:
                 await self._answer_from_cache(req, hit.output, hit.worker_type, hit.sources)
                 return
@@ -309,15 +309,15 @@ class Orchestrator:
             self._observe(state)
         elif event.kind == "request.cancelled":
             await self.parking.release(event.request_id)
-        winner = await finish(self.bus, event, user_message=state.request.message)
         if (
-            winner is event
-            and isinstance(event, RequestCompleted)
+            isinstance(event, RequestCompleted)
             and event.status == "completed"
-            and event.route == "orchestrated"
             and not state.clarifications
             and event.worker_type is not None
+            and not await is_finished(self.bus, event.request_id)
         ):
+            # Stored before the answer is published, so a repeat sent on seeing the answer
+            # finds it.
             await self.cache.store(
                 event.request_id,
                 state.request.message,
@@ -325,6 +325,7 @@ class Orchestrator:
                 event.worker_type,
                 list(event.sources),
             )
+        await finish(self.bus, event, user_message=state.request.message)
 
     def _in_attempt(self, state: RequestState, n: int) -> _AttemptContext:
         attempt = next((a for a in state.attempts if a.n == n), None)

@@ -182,9 +182,7 @@ class Bus:
 
     def _stream_for(self, subject: str) -> str:
         s = self.subjects
-        if subject.startswith(f"{s.namespace}.out.") and subject.endswith(
-            (".completed", ".failed")
-        ):
+        if subject.startswith(f"{s.namespace}.out.") and subject.endswith(TERMINAL_SUFFIXES):
             return s.results_stream
         if subject.startswith(f"{s.namespace}.deadletter."):
             return s.deadletter_stream
@@ -271,7 +269,7 @@ class Bus:
                     await on_exhausted(event, exc)
                 await msg.reject()
             else:
-                log.warning("retrying %s (delivery %d): %r", subject, delivered, exc)
+                log.warning("retrying %s (delivery %d): %r", subject, delivered, exc, exc_info=exc)
                 await msg.nack(delay=min(2.0**delivered, 30.0))
             return
         finally:

@@ -175,8 +175,26 @@ async def finish(bus: Bus, event: Outcome, *, user_message: str) -> Outcome:
         elif isinstance(event, RequestCancelled):
             REQUESTS.labels("cancelled", "none").inc()
     step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
-    await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
+    key = msg_id(winner.request_id, step)
+    # The stream drops a duplicate publish, but core subscribers (gateways) would still see it,
+    # so a re-run (a redelivery, a late event) publishes only what was never published.
+    if await _published(bus, key):
+        return winner
+    await bus.publish(winner, _subject(bus, winner), dedupe_key=key)
+    await bus.kv.ledger.put(_published_key(key), b"1")
     return winner
+
+
+def _published_key(dedupe_key: str) -> str:
+    return "published." + key_for(dedupe_key)
+
+
+async def _published(bus: Bus, dedupe_key: str) -> bool:
+    try:
+        await bus.kv.ledger.get(_published_key(dedupe_key))
+    except nats.js.errors.KeyNotFoundError:
+        return False
+    return True
 
 
 async def is_finished(bus: Bus, request_id: str) -> bool:

@@ -40,10 +40,17 @@ def result_for(task: WorkerTask, **fields: object) -> WorkerResult:
 
 
 def retry_context(task: WorkerTask) -> str:
-    """What the worker must know on a retry: the last output and the evaluator's feedback."""
+    """What the worker must know on a retry: the user's answers to earlier questions, the last
+    output and the evaluator's feedback."""
+    parts: list[str] = []
+    if task.clarifications:
+        parts.append(
+            "\n\nThe user answered these questions (use the answers; do not ask again):\n"
+            + "\n".join(f"- {c}" for c in task.clarifications)
+        )
     if task.attempt == 1 or not (task.feedback or task.previous_output):
-        return ""
-    parts = [f"\n\nThis is attempt {task.attempt}."]
+        return "\n".join(parts)
+    parts.append(f"\n\nThis is attempt {task.attempt}.")
     if task.previous_output:
         parts.append(f"Your previous answer was:\n{task.previous_output}")
     if task.feedback:
