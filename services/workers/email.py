@@ -30,7 +30,6 @@ from services.workers.errors import (
 )
 from services.workers.ledger import Effect, Ledger, effect_key
 from services.workers.settings import WorkerSettings
-from services.workers.sources import answered
 
 SYSTEM = """You are Sidekick's email writer. Draft the email the task asks for: a short subject \
 line and a plain-text body with a greeting and a sign-off. Say what the notes say, in the tone \
@@ -99,7 +98,6 @@ def draft_text(task: WorkerTask, recipients: list[str]) -> str:
         + (f"Subject: {subject}\n" if subject else "")
         + (f"Notes for the body: {notes}\n" if notes else "")
         + f"\nSuccess criteria: {task.success_criteria}"
-        + answered(task.clarifications)
         + retry_context(task)
     )
 

@@ -26,7 +26,7 @@ from services.workers.brave import BraveClient, dedupe, is_news_query
 from services.workers.errors import SearchError, SearchNotConfigured
 from services.workers.search import brave_from, query_of, search_once
 from services.workers.settings import WorkerSettings
-from services.workers.sources import answered, as_data, source_list
+from services.workers.sources import as_data, source_list
 
 log = logging.getLogger("sidekick.workers.research")
 
@@ -49,7 +49,6 @@ def plan_text(task: WorkerTask) -> str:
         f"Research task: {task.task_description}\n\n"
         f"The user's message: {task.message}\n\n"
         f"Success criteria: {task.success_criteria}"
-        f"{answered(task.clarifications)}"
         f"{retry_context(task)}"
     )
 
@@ -61,7 +60,6 @@ def synthesis_text(task: WorkerTask, plan: ResearchPlan, sources: list[Source]) 
         f"The user's message: {task.message}\n\n"
         f"The answer must contain:\n{requirements}\n\n"
         f"Success criteria: {task.success_criteria}"
-        f"{answered(task.clarifications)}"
         f"{retry_context(task)}\n\n"
         f"{as_data(sources)}"
     )

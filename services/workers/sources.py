@@ -29,16 +29,3 @@ def source_list(sources: list[Source], numbers: list[int] | None = None) -> str:
         for n, s in zip(nums, sources, strict=True)
     ]
     return "Sources:\n" + "\n".join(lines)
-
-
-def answered(clarifications: list[str]) -> str:
-    """What the user already told us in answer to earlier questions."""
-    if not clarifications:
-        return ""
-    return "\n\nThe user already answered these questions:\n" + "\n".join(
-        f"- {c}" for c in clarifications
-    )
-
-
-def task_text(parts: dict[str, str]) -> str:
-    return "\n\n".join(f"{k}: {v}" for k, v in parts.items() if v)
