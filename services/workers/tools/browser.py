@@ -253,7 +253,8 @@ class BrowserSession:
             raise ToolError("give a selector or the text of what to click.")
         target = page.locator(selector) if selector else page.get_by_text(text or "")
         try:
-            await target.first.click()
+            # Something to click is there at once or soon; do not wait the page timeout.
+            await target.first.click(timeout=min(self.owner.timeout_ms, 5000))
         except PlaywrightTimeout as exc:
             raise ToolError(f"nothing clickable matched {selector or text!r}.") from exc
         except PlaywrightError as exc:

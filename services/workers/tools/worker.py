@@ -60,6 +60,10 @@ class ToolsWorker:
             call_timeout=CALL_TIMEOUT,
         )
 
+    async def aclose(self) -> None:
+        """Stop the browser and close the HTTP client (at process shutdown)."""
+        await self.clients.close()
+
     async def _chat(
         self, messages: list[ChatCompletionMessageParam], tools: list[dict[str, Any]]
     ) -> ChatReply:

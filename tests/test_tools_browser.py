@@ -1,0 +1,120 @@
+"""browser_*: real headless Chromium (Debian's, through Playwright) against a local site. A
+missing Chromium fails these tests; it never skips them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from services.workers.tools.browser import Browser
+from services.workers.tools.settings import ToolsSettings
+from services.workers.tools.toolbox import Call, RunContext, ToolBox
+from tests.fakes.site import FakeSite
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+INDEX = """<!doctype html><html><head><title>Preserves</title></head><body>
+<h1>Preserves</h1>
+<p id="fact">loading</p>
+<a href="/orange">Orange marmalade</a> <a href="https://example.org/elsewhere">Elsewhere</a>
+<button onclick="document.getElementById('fact').textContent='Button pressed'">Press</button>
+<script>document.getElementById('fact').textContent = 'Made by ' + ['Java', 'Script'].join('');
+</script></body></html>"""
+
+ORANGE = """<!doctype html><html><head><title>Orange</title></head><body>
+<p>Seville oranges are bitter.</p></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[FakeSite]:
+    fake = FakeSite().start()
+    fake.page("/", INDEX)
+    fake.page("/orange", ORANGE)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    b = Browser(ToolsSettings().chromium_path, timeout=15, screenshot_dir=ARTIFACTS / "browser")
+    yield b
+    await b.close()
+
+
+async def call(box: ToolBox, run: RunContext, name: str, **args: object) -> tuple[str, bool]:
+    outcome = await box.call(name, json.dumps(args), Call(run, f"call_{name}"))
+    return outcome.content, outcome.ok
+
+
+async def test_navigate_text_links_and_click_in_real_chromium(
+    browser: Browser, site: FakeSite
+) -> None:
+    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
+    run = RunContext(request_id="browse-1", session_id="s", attempt=1)
+    try:
+        text, ok = await call(box, run, "browser_navigate", url=site.url + "/")
+        assert ok, text
+        assert f"Opened {site.url}/ (HTTP 200)" in text and "Title: Preserves" in text
+        text, ok = await call(box, run, "browser_text")
+        assert ok and "Made by JavaScript" in text  # the page's script ran
+        text, ok = await call(box, run, "browser_links")
+        assert ok
+        assert f"- Orange marmalade: {site.url}/orange" in text
+        assert "- Elsewhere: https://example.org/elsewhere" in text
+        text, ok = await call(box, run, "browser_click", text="Press")
+        assert ok, text
+        assert "Button pressed" in (await call(box, run, "browser_text"))[0]
+        text, ok = await call(box, run, "browser_click", selector="a[href='/orange']")
+        assert ok and f"Opened {site.url}/orange" in text and "Title: Orange" in text
+        assert "Seville oranges are bitter." in (await call(box, run, "browser_text"))[0]
+        assert [s.url for s in run.sources] == [site.url + "/", site.url + "/orange"]
+        shot = ARTIFACTS / "browser" / "browse-1-01.png"
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        await run.close()
+    pw = await browser.browser()
+    assert pw.contexts == []  # the task's context is closed after it
+
+
+async def test_only_http_pages_can_be_opened(browser: Browser) -> None:
+    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
+    run = RunContext(request_id="browse-2", session_id="s", attempt=1)
+    try:
+        for url in ("file:///etc/passwd", "chrome://settings", "javascript:alert(1)"):
+            text, ok = await call(box, run, "browser_navigate", url=url)
+            assert not ok and "only http:// and https:// pages can be opened" in text
+        text, ok = await call(box, run, "browser_text")
+        assert not ok and "call browser_navigate first" in text
+    finally:
+        await run.close()
+
+
+async def test_a_missing_page_and_an_unreachable_site_are_reported(
+    browser: Browser, site: FakeSite
+) -> None:
+    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
+    run = RunContext(request_id="browse-3", session_id="s", attempt=1)
+    try:
+        text, ok = await call(box, run, "browser_navigate", url=site.url + "/nowhere")
+        assert ok and "(HTTP 404)" in text
+        text, ok = await call(box, run, "browser_navigate", url="http://127.0.0.1:9/")
+        assert not ok and "could not open http://127.0.0.1:9/" in text
+        text, ok = await call(box, run, "browser_click", text="There is no such button")
+        assert not ok
+    finally:
+        await run.close()
+
+
+async def test_a_missing_chromium_is_a_clear_tool_error() -> None:
+    b = Browser("/nonexistent/chromium", timeout=5)
+    box = ToolBox(b.tools(), result_chars=5000, call_timeout=60)
+    run = RunContext(request_id="browse-4", session_id="s", attempt=1)
+    text, ok = await call(box, run, "browser_navigate", url="http://127.0.0.1:9/")
+    await run.close()
+    await b.close()
+    assert not ok
+    assert "Chromium was not found at /nonexistent/chromium" in text
+    assert "SIDEKICK_CHROMIUM_PATH" in text

@@ -1,0 +1,130 @@
+"""The tool loop, in process against the fake OpenAI API: tool results go back as `tool`
+messages, a tool without its key is an error the model reads (and the loop goes on), and a
+model that never answers is stopped at the step limit with an honest result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from contracts import WorkerTask
+from services.runtime.bus import Bus
+from services.runtime.host import make_broker
+from services.runtime.llm import LLMClient
+from services.runtime.settings import LLMConfig, Settings
+from services.workers.base import WorkerDeps
+from services.workers.tools.settings import ToolsSettings
+from services.workers.tools.worker import SYSTEM, ToolsWorker
+from tests.fakes.openai_server import FakeOpenAI, Reply, tool_call
+
+MODEL = "fake-tools-loop"
+
+
+def worker(fake_llm: FakeOpenAI, tmp_path: Path, **settings: Any) -> ToolsWorker:
+    base = Settings(namespace="loop", data_dir=tmp_path)
+    llm = LLMClient(
+        LLMConfig(role="worker", base_url=fake_llm.base_url, api_key="k", model=MODEL),
+        timeout=10,
+        max_retries=0,
+    )
+    deps = WorkerDeps(
+        bus=Bus(make_broker(base, "loop-test"), base, "loop-test"), settings=base, llm=llm
+    )
+    return ToolsWorker(deps, ToolsSettings(brave_api_key="", **settings))
+
+
+def task(message: str) -> WorkerTask:
+    return WorkerTask(
+        request_id="req-loop",
+        session_id="sess-loop",
+        attempt=1,
+        worker_type="TOOLS",
+        message=message,
+        task_description=message,
+        success_criteria="A correct answer.",
+    )
+
+
+def tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body["messages"] if m["role"] == "tool"]
+
+
+async def test_a_tool_without_its_key_is_an_error_the_model_reads_and_the_loop_goes_on(
+    fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_messages(body)
+        if not results:
+            return Reply(tool_calls=[tool_call("web_search", {"query": "marmalade"}, "call_ws")])
+        return Reply(f"I could not search: {results[-1]['content']}")
+
+    fake_llm.script(MODEL, model)
+    result = await worker(fake_llm, tmp_path).run(task("search the web for marmalade"))
+    assert result.success, result.error
+    assert "BRAVE_SEARCH_API_KEY" in result.output
+    first, second = fake_llm.chat_calls(MODEL)
+    assert {t["function"]["name"] for t in first["tools"]} >= {
+        "browser_navigate",
+        "browser_text",
+        "browser_click",
+        "browser_links",
+        "python_run",
+        "files_read",
+        "files_write",
+        "files_list",
+        "wikipedia_search",
+        "wikipedia_page",
+        "web_search",
+        "notify",
+    }
+    # The assistant turn with its call goes back, then the result as a tool message.
+    assistant = second["messages"][-2]
+    assert assistant["tool_calls"][0]["id"] == "call_ws"
+    (result_message,) = tool_messages(second)
+    assert result_message["tool_call_id"] == "call_ws"
+    assert result_message["content"].startswith("ERROR: The web_search tool is not configured")
+    assert second["messages"][0] == {"role": "system", "content": SYSTEM}
+    assert result.usage.calls == 2
+
+
+async def test_a_loop_that_never_answers_stops_at_the_step_limit_with_an_honest_result(
+    fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    turns = {"n": 0}
+
+    def model(body: dict[str, Any]) -> Reply:
+        turns["n"] += 1
+        return Reply(tool_calls=[tool_call("files_list", {}, f"call_{turns['n']}")])
+
+    fake_llm.script(MODEL, model)
+    result = await worker(fake_llm, tmp_path, tools_max_steps=3).run(task("list my files"))
+    assert not result.success and result.output == ""
+    assert result.error is not None
+    assert "stopped after 3 model turns" in result.error
+    assert "without a final answer" in result.error and "not finished" in result.error
+    assert "files_list (2 calls)" in result.error  # the calls that ran before the limit
+    assert len(fake_llm.chat_calls(MODEL)) == 3
+    assert result.usage.calls == 3
+
+
+async def test_python_and_files_results_go_back_to_the_model(
+    fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_messages(body)
+        if not results:
+            return Reply(
+                tool_calls=[
+                    tool_call("python_run", {"code": "print(6 * 7)"}, "call_py"),
+                    tool_call("files_write", {"path": "a.txt", "content": "hi"}, "call_fw"),
+                ]
+            )
+        return Reply("Results: " + json.dumps([r["content"] for r in results]))
+
+    fake_llm.script(MODEL, model)
+    result = await worker(fake_llm, tmp_path).run(task("compute and save"))
+    assert result.success
+    contents = json.loads(result.output.removeprefix("Results: "))
+    assert "exit status: 0" in contents[0] and "42" in contents[0]
+    assert contents[1] == "wrote 2 bytes to a.txt"
