@@ -2,7 +2,9 @@
 
 In:  {"init": true, "uuid": "...", "events": false}
      {"uuid": "...", "message": "...", "success_criteria"?, "request_id"?, "use_evaluator"?,
-      "skip_cache"?}
+      "skip_cache"?, "reply_to"?}
+     {"cancel": "<request_id>"}
+     {"auth": "<token>"}   (first frame, when the gateway requires tokens and no header was sent)
 Out: {"on_chat_model_stream": "<chunk>"} ... {"on_chat_model_end": true}
      {"error": {"code": "...", "message": "..."}}
 Clients that say `"events": true` at init also get {"event": ...} frames and a `request_id` on
@@ -44,6 +46,10 @@ class MessageFrame(ClientFrame):
     )
 
 
+class AuthFrame(ClientFrame):
+    auth: StrictStr = Field(min_length=1, max_length=4096, description="A bearer token.")
+
+
 class CancelFrame(ClientFrame):
     cancel: StrictStr = Field(pattern=ID_PATTERN, description="The request to cancel.")
 
@@ -57,4 +63,8 @@ ErrorCode = Literal[
     "request_failed",
     "rate_limited",
     "unauthorized",
+    "not_found",
+    "conflict",
+    "message_too_long",
+    "invalid_body",
 ]

@@ -1,29 +1,79 @@
-"""Composition root of the gateway service."""
+"""Composition root of the gateway service: the web page at `/`, the WebSocket `/ws`, the
+workflows and page APIs under `/api`, health and metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from pathlib import Path
 
 from faststream.nats import NatsMessage
 from pydantic import ValidationError
-from starlette.routing import WebSocketRoute
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 
-from contracts import parse_event
-from services.gateway.hub import Hub
-from services.gateway.outbox import outbox_route
+from contracts import SessionRecord, parse_event
+from services.gateway.api import PageApi, guarded
+from services.gateway.auth import Auth, AuthConfigError
+from services.gateway.hub import OUTCOMES, Hub
+from services.gateway.intake import Intake
+from services.gateway.limits import Limits
+from services.gateway.outbox import outbox_endpoint
+from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
 from services.runtime.host import ServiceHost, make_broker
+from services.runtime.outcomes import update_session
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.gateway")
 
+STATIC = Path(__file__).parent / "static"
+# The page loads only its own files and talks only to its own origin.
+PAGE_HEADERS = {
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
 
 def build(settings: Settings) -> ServiceHost:
+    try:
+        auth = Auth.from_settings(settings)
+    except AuthConfigError as exc:  # e.g. an unauthenticated bind on a public address
+        raise SystemExit(f"gateway: {exc}") from exc
     broker = make_broker(settings, "gateway")
     bus = Bus(broker, settings, "gateway")
+    limits = Limits(settings.rate_limit_per_minute, settings.max_concurrent_requests)
+    intake = Intake(bus, limits)
     hub = Hub()
+    tasks: set[asyncio.Task[None]] = set()
     s = bus.subjects
+
+    def delivered(session_id: str, request_id: str) -> None:
+        """A result seen live by a client no longer waits for a reconnect."""
+
+        async def drop() -> None:
+            def change(rec: SessionRecord) -> SessionRecord | None:
+                if request_id not in rec.undelivered:
+                    return None
+                kept = [r for r in rec.undelivered if r != request_id]
+                return rec.model_copy(update={"undelivered": kept})
+
+            try:
+                await update_session(bus, session_id, change)
+            except Exception as exc:
+                log.warning("could not mark %s delivered: %r", request_id, exc)
+
+        task = asyncio.get_running_loop().create_task(drop())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    hub.on_delivered = delivered
 
     # Every gateway replica hears every client-bound event (core NATS, no queue group) on one
     # subscription, so chunks, progress and the end arrive in the order they were published,
@@ -35,13 +85,29 @@ def build(settings: Settings) -> ServiceHost:
         except ValidationError:
             log.warning("dropping an unreadable event on %s", msg.raw_message.subject)
             return
+        if isinstance(event, OUTCOMES):
+            limits.release(event.request_id)
         hub.dispatch(event)
 
+    async def page(_: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+    pages = PageApi(bus, intake, auth)
+    routes: list[BaseRoute] = [
+        Route("/", page),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        WebSocketRoute("/ws", ChatSocket(bus, hub, intake, auth).endpoint),
+        Route("/api/config", pages.config),
+        Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
+        Route("/api/outbox", guarded(auth, outbox_endpoint(bus)), methods=["GET"]),
+        *Workflows(intake, auth, settings.max_message_chars).routes(),
+    ]
     return ServiceHost(
         "gateway",
         settings,
         bus,
-        routes=[WebSocketRoute("/ws", ChatSocket(bus, hub).endpoint), outbox_route(bus)],
+        routes=routes,
+        on_ready=[intake.start],
         host=settings.gateway_host,
         port=settings.gateway_port,
     )

@@ -6,17 +6,31 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketState
 
-from contracts import AnyEvent, Progress, RequestCompleted, RequestFailed, StreamChunk
+from contracts import (
+    AnyEvent,
+    ClarificationRequested,
+    Progress,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    StreamChunk,
+)
 from services.runtime.metrics import WS_CONNECTIONS
 
 log = logging.getLogger("sidekick.gateway")
 
 SEND_QUEUE_FRAMES = 1024
+SEEN_LIMIT = 4096
+
+# How a request ends (or parks) — the events kept in the results bucket.
+Outcome = RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
+OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequested)
 
 
 @dataclass(eq=False)
@@ -27,11 +41,14 @@ class Connection:
     ws: WebSocket
     principal: str = "anonymous"
     events: bool = False
+    authenticated: bool = True
     sessions: set[str] = field(default_factory=set)
     queue: asyncio.Queue[str | None] = field(
         default_factory=lambda: asyncio.Queue(SEND_QUEUE_FRAMES)
     )
     closed: bool = False
+    # Outcome events (by event id) this socket already got, so a replay never repeats one.
+    seen: set[str] = field(default_factory=set)
 
     def send(self, frame: dict[str, Any]) -> None:
         if self.closed:
@@ -41,7 +58,16 @@ class Connection:
         except asyncio.QueueFull:
             log.warning("closing a slow client: send queue full")
             self.closed = True
-            asyncio.get_running_loop().create_task(self._close(1008, "send queue full"))
+            asyncio.get_running_loop().create_task(self.close(1008, "send queue full"))
+
+    def mark_seen(self, event_id: str) -> bool:
+        """True the first time this socket is given this outcome."""
+        if event_id in self.seen:
+            return False
+        if len(self.seen) >= SEEN_LIMIT:
+            self.seen.clear()
+        self.seen.add(event_id)
+        return True
 
     async def writer(self) -> None:
         while True:
@@ -50,7 +76,7 @@ class Connection:
                 return
             await self.ws.send_text(text)
 
-    async def _close(self, code: int, reason: str) -> None:
+    async def close(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
             await self.ws.close(code=code, reason=reason)
 
@@ -62,14 +88,20 @@ class Connection:
 
 @dataclass
 class Hub:
-    """Routes bus events to the sockets of the session they belong to."""
+    """Routes bus events to the sockets of the session they belong to. Session ids are scoped
+    by principal ("alice/<uuid>"), so one principal's events never reach another's sockets."""
 
     sessions: dict[str, set[Connection]] = field(default_factory=dict)
     streamed: dict[str, str] = field(default_factory=dict)
+    # Called with (session_id, request_id) when an outcome reached at least one socket live.
+    on_delivered: Callable[[str, str], None] | None = None
 
-    def attach(self, conn: Connection, session_id: str) -> None:
+    def attach(self, conn: Connection, session_id: str) -> bool:
+        """Attach; True if the socket was not yet attached to this session."""
+        new = session_id not in conn.sessions
         conn.sessions.add(session_id)
         self.sessions.setdefault(session_id, set()).add(conn)
+        return new
 
     def opened(self) -> None:
         WS_CONNECTIONS.inc()
@@ -92,14 +124,15 @@ class Hub:
             self.on_chunk(event)
         elif isinstance(event, Progress):
             self.on_progress(event)
-        elif isinstance(event, RequestCompleted):
-            self.on_completed(event)
-        elif isinstance(event, RequestFailed):
-            self.on_failed(event)
+        elif isinstance(event, OUTCOMES):
+            self.on_outcome(event)
 
     def on_chunk(self, chunk: StreamChunk) -> None:
+        targets = self._targets(chunk.session_id)
+        if not targets:
+            return
         self.streamed[chunk.request_id] = self.streamed.get(chunk.request_id, "") + chunk.text
-        for conn in self._targets(chunk.session_id):
+        for conn in targets:
             frame: dict[str, Any] = {"on_chat_model_stream": chunk.text}
             if conn.events:
                 frame["request_id"] = chunk.request_id
@@ -110,44 +143,84 @@ class Hub:
             if conn.events:
                 conn.send({"event": "progress", **p.model_dump(mode="json", exclude={"kind"})})
 
-    def on_completed(self, done: RequestCompleted) -> None:
-        already = self.streamed.pop(done.request_id, "")
-        rest = done.output[len(already) :] if done.output.startswith(already) else done.output
-        for conn in self._targets(done.session_id):
-            if rest:
-                frame: dict[str, Any] = {"on_chat_model_stream": rest}
-                if conn.events:
-                    frame["request_id"] = done.request_id
+    def on_outcome(self, event: Outcome) -> None:
+        already = self.streamed.pop(event.request_id, "")
+        delivered = False
+        for conn in list(self._targets(event.session_id)):
+            if conn.closed or not conn.mark_seen(event.event_id):
+                continue
+            for frame in outcome_frames(conn, event, already):
                 conn.send(frame)
-            conn.send(end_frame(conn, done))
-
-    def on_failed(self, failed: RequestFailed) -> None:
-        self.streamed.pop(failed.request_id, None)
-        for conn in self._targets(failed.session_id):
-            send_failure(conn, failed)
+            delivered = True
+        if delivered and self.on_delivered is not None:
+            self.on_delivered(event.session_id, event.request_id)
 
 
-def end_frame(conn: Connection, done: RequestCompleted | RequestFailed) -> dict[str, Any]:
-    frame: dict[str, Any] = {"on_chat_model_end": True}
-    if conn.events:
-        frame["request_id"] = done.request_id
-        if isinstance(done, RequestCompleted):
-            frame["status"] = done.status
-            frame["metadata"] = done.model_dump(
-                mode="json", exclude={"kind", "output", "event_id", "ts", "session_id"}
+def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[dict[str, Any]]:
+    """What a client sees when a request ends or parks. `already` is the text streamed live."""
+    frames: list[dict[str, Any]] = []
+
+    def text(chunk: str) -> None:
+        frame: dict[str, Any] = {"on_chat_model_stream": chunk}
+        if conn.events:
+            frame["request_id"] = event.request_id
+        frames.append(frame)
+
+    if isinstance(event, RequestCompleted):
+        rest = event.output[len(already) :] if event.output.startswith(already) else event.output
+        if rest:
+            text(rest)
+    elif isinstance(event, RequestFailed):
+        error: dict[str, Any] = {"code": event.code, "message": event.error}
+        if conn.events:
+            error["request_id"] = event.request_id
+        frames.append({"error": error})
+        if not conn.events:
+            text(f"Sorry, I could not do that: {event.error}")
+    elif isinstance(event, ClarificationRequested):
+        if conn.events:
+            frames.append(
+                {
+                    "event": "clarification",
+                    "request_id": event.request_id,
+                    "questions": [q.model_dump() for q in event.questions],
+                }
             )
         else:
-            frame["status"] = "failed"
-            frame["metadata"] = {"code": done.code, "error": done.error}
-    return frame
+            text(questions_text(event))
+    frames.append(end_frame(conn, event))
+    return frames
 
 
-def send_failure(conn: Connection, failed: RequestFailed) -> None:
-    """An error frame, the error as text for clients that only read stream frames, and end."""
-    error: dict[str, Any] = {"code": failed.code, "message": failed.error}
-    if conn.events:
-        error["request_id"] = failed.request_id
-    conn.send({"error": error})
+def questions_text(event: ClarificationRequested) -> str:
+    lines = ["I need a little more information before I go on:"]
+    lines += [f"{n}. {q.question}" for n, q in enumerate(event.questions, 1)]
+    lines.append("Reply with your answers and I will continue.")
+    return "\n".join(lines)
+
+
+def end_frame(conn: Connection, done: Outcome) -> dict[str, Any]:
+    frame: dict[str, Any] = {"on_chat_model_end": True}
     if not conn.events:
-        conn.send({"on_chat_model_stream": f"Sorry, I could not do that: {failed.error}"})
-    conn.send(end_frame(conn, failed))
+        return frame
+    frame["request_id"] = done.request_id
+    if isinstance(done, RequestCompleted):
+        frame["status"] = done.status
+        frame["metadata"] = done.model_dump(
+            mode="json", exclude={"kind", "output", "event_id", "ts", "session_id"}
+        )
+    elif isinstance(done, RequestFailed):
+        frame["status"] = "failed"
+        frame["metadata"] = {"code": done.code, "error": done.error, "trace_id": done.trace_id}
+    elif isinstance(done, RequestCancelled):
+        frame["status"] = "cancelled"
+        frame["metadata"] = {"reason": done.reason, "trace_id": done.trace_id}
+    else:
+        frame["status"] = "awaiting_clarification"
+        frame["metadata"] = {
+            "source": done.source,
+            "attempt": done.attempt,
+            "questions": [q.model_dump() for q in done.questions],
+            "trace_id": getattr(done, "trace_id", None),
+        }
+    return frame

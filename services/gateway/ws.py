@@ -1,4 +1,5 @@
-"""The WebSocket endpoint: validate client frames, acknowledge, publish ChatRequested."""
+"""The WebSocket endpoint: authenticate, validate client frames, and turn them into requests,
+answers to parked requests and cancels; replay what a session missed while it was away."""
 
 from __future__ import annotations
 
@@ -9,53 +10,88 @@ import logging
 from typing import Any
 
 from pydantic import ValidationError
+from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import (
-    ChatRequested,
-    RequestCompleted,
-    RequestFailed,
-    RequestStatus,
-    new_id,
-    parse_event,
-)
-from contracts.client import ErrorCode, InitFrame, MessageFrame
-from services.gateway.hub import Connection, Hub, end_frame, send_failure
-from services.runtime.bus import Bus, msg_id
+from contracts import ClarificationRequested, SessionRecord, new_id
+from contracts.client import AuthFrame, CancelFrame, ErrorCode, InitFrame, MessageFrame
+from services.gateway.auth import Auth
+from services.gateway.errors import GatewayError
+from services.gateway.hub import Connection, Hub, Outcome, outcome_frames
+from services.gateway.intake import Intake, Request, scoped
+from services.runtime.bus import Bus
 from services.runtime.metrics import GATEWAY_FRAMES_REJECTED
-from services.runtime.outcomes import create_status
+from services.runtime.outcomes import load_session, update_session
+
+__all__ = ["ChatSocket", "scoped"]
 
 log = logging.getLogger("sidekick.gateway")
 
-
-def scoped(principal: str, uuid: str) -> str:
-    """A client's uuid is only meaningful under its principal."""
-    return f"{principal}/{uuid}"
+AUTH_TIMEOUT = 10.0
+CLOSE_UNAUTHORIZED = 4401
 
 
 class ChatSocket:
-    def __init__(self, bus: Bus, hub: Hub) -> None:
+    def __init__(self, bus: Bus, hub: Hub, intake: Intake, auth: Auth) -> None:
         self.bus = bus
         self.hub = hub
+        self.intake = intake
+        self.auth = auth
 
     async def endpoint(self, ws: WebSocket) -> None:
+        present, principal = self.auth.from_header(ws)
+        if present and principal is None:
+            await self._deny(ws)
+            return
         await ws.accept()
-        conn = Connection(ws)
+        conn = Connection(ws, principal=principal or "anonymous", authenticated=bool(principal))
         self.hub.opened()
         writer = asyncio.create_task(conn.writer())
+        watchdog = None if conn.authenticated else asyncio.create_task(self._auth_deadline(conn))
         try:
             while True:
                 text = await ws.receive_text()
                 await self.on_frame(conn, text)
+                if conn.closed:
+                    break
         except WebSocketDisconnect:
             pass
         except Exception:
             log.exception("websocket handler failed")
         finally:
             self.hub.detach(conn)
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+            for task in (writer, watchdog):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _deny(self, ws: WebSocket) -> None:
+        """A wrong token in the Authorization header: refuse the handshake with 401."""
+        GATEWAY_FRAMES_REJECTED.labels("unauthorized").inc()
+        body = {"error": {"code": "unauthorized", "message": "Invalid bearer token."}}
+        if "websocket.http.response" in ws.scope.get("extensions", {}):
+            await ws.send_denial_response(JSONResponse(body, status_code=401))
+        else:
+            await ws.close(code=CLOSE_UNAUTHORIZED)
+
+    async def _auth_deadline(self, conn: Connection) -> None:
+        await asyncio.sleep(AUTH_TIMEOUT)
+        if not conn.authenticated:
+            await self._unauthorized(conn, "No token was sent in time.")
+
+    async def _unauthorized(self, conn: Connection, message: str) -> None:
+        self.reject(conn, "unauthorized", message)
+        conn.stop()  # flushes the error frame first: stop() queues after it
+        await asyncio.sleep(0)
+        await self._drain_and_close(conn, CLOSE_UNAUTHORIZED, "unauthorized")
+
+    async def _drain_and_close(self, conn: Connection, code: int, reason: str) -> None:
+        for _ in range(100):
+            if conn.queue.empty():
+                break
+            await asyncio.sleep(0.01)
+        await conn.close(code, reason)
 
     async def on_frame(self, conn: Connection, text: str) -> None:
         limit = self.bus.settings.max_frame_bytes
@@ -68,94 +104,167 @@ class ChatSocket:
         if not isinstance(data, dict):
             return self.reject(conn, "invalid_frame", "A frame must be a JSON object.")
         try:
+            if "auth" in data:
+                return await self.on_auth(conn, AuthFrame.model_validate(data))
+            if not conn.authenticated:
+                return await self._unauthorized(
+                    conn, 'Authenticate first: send {"auth": "<token>"} or a Bearer header.'
+                )
             if data.get("init") is True:
-                return self.on_init(conn, InitFrame.model_validate(data))
+                return await self.on_init(conn, InitFrame.model_validate(data))
             if "message" in data:
                 return await self.on_message(conn, MessageFrame.model_validate(data))
+            if "cancel" in data:
+                return await self.on_cancel(conn, CancelFrame.model_validate(data))
         except ValidationError as exc:
-            detail = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'frame'}: {e['msg']}"
-                for e in exc.errors()[:5]
-            )
-            return self.reject(conn, "invalid_frame", f"Invalid frame: {detail}")
+            return self.reject(conn, "invalid_frame", f"Invalid frame: {describe(exc)}")
         return self.reject(
             conn,
             "invalid_frame",
-            'Unknown frame: expected {"init": true, "uuid": ...} or {"uuid": ..., "message": ...}.',
+            'Unknown frame: expected {"init": true, "uuid": ...}, {"uuid": ..., "message": ...} '
+            'or {"cancel": "<request_id>"}.',
         )
 
-    def reject(self, conn: Connection, code: ErrorCode, message: str) -> None:
+    def reject(
+        self, conn: Connection, code: ErrorCode, message: str, request_id: str | None = None
+    ) -> None:
         GATEWAY_FRAMES_REJECTED.labels(code).inc()
-        conn.send({"error": {"code": code, "message": message}})
+        error: dict[str, Any] = {"code": code, "message": message}
+        if request_id is not None and conn.events:
+            error["request_id"] = request_id
+        conn.send({"error": error})
 
-    def on_init(self, conn: Connection, frame: InitFrame) -> None:
+    def refuse(self, conn: Connection, exc: GatewayError, request_id: str | None) -> None:
+        """A well-formed message that cannot be taken: the error, then an end frame, so a
+        client waiting for the end of its turn is not left waiting."""
+        self.reject(conn, exc.code, exc.message, request_id)
+        end: dict[str, Any] = {"on_chat_model_end": True}
+        if conn.events and request_id is not None:
+            end.update(request_id=request_id, status="rejected", metadata={"code": exc.code})
+        conn.send(end)
+
+    async def on_auth(self, conn: Connection, frame: AuthFrame) -> None:
+        principal = self.auth.principal(frame.auth)
+        if principal is None or (conn.authenticated and principal != conn.principal):
+            return await self._unauthorized(conn, "Invalid token.")
+        conn.principal, conn.authenticated = principal, True
+        conn.send({"authenticated": True, "principal": principal})
+
+    async def on_init(self, conn: Connection, frame: InitFrame) -> None:
         conn.events = conn.events or frame.events
-        self.hub.attach(conn, scoped(conn.principal, frame.uuid))
-        if conn.events:
-            conn.send({"event": "ready", "uuid": frame.uuid})
-
-    async def on_message(self, conn: Connection, frame: MessageFrame) -> None:
         session_id = scoped(conn.principal, frame.uuid)
         self.hub.attach(conn, session_id)
+        if conn.events:
+            conn.send({"event": "ready", "uuid": frame.uuid})
+        await self.replay(conn, session_id)
+
+    async def on_message(self, conn: Connection, frame: MessageFrame) -> None:
+        max_chars = self.bus.settings.max_message_chars
+        if len(frame.message) > max_chars:
+            return self.reject(
+                conn, "message_too_long", f"Messages are limited to {max_chars} characters."
+            )
+        session_id = scoped(conn.principal, frame.uuid)
+        if self.hub.attach(conn, session_id):
+            await self.replay(conn, session_id)
+        try:
+            parked = await self._parked_target(conn, session_id, frame.reply_to)
+            if parked is not None:
+                status = await self.intake.answer(conn.principal, parked, message=frame.message)
+                self.hub.attach(conn, status.session_id)
+                if conn.events:
+                    conn.send({"event": "ack", "request_id": parked, "action": "answer"})
+                return
+        except GatewayError as exc:
+            return self.refuse(conn, exc, frame.reply_to)
         request_id = frame.request_id or new_id()
-        if frame.request_id and await self._replay(conn, request_id):
-            return
-        event = ChatRequested(
-            request_id=request_id,
+        request = Request(
             session_id=session_id,
-            message=frame.message,
+            text=frame.message,
             success_criteria=frame.success_criteria,
             use_evaluator=frame.use_evaluator,
             skip_cache=frame.skip_cache,
-            principal=conn.principal,
-            reply_to=frame.reply_to,
         )
         try:
-            await create_status(
-                self.bus,
-                RequestStatus(
-                    request_id=request_id,
-                    session_id=session_id,
-                    principal=conn.principal,
-                    text=frame.message,
-                    success_criteria=frame.success_criteria,
-                    status="queued",
-                ),
-            )
-            await self.bus.publish(
-                event, self.bus.subjects.chat_requested, dedupe_key=msg_id(request_id, "requested")
-            )
-        except Exception as exc:
-            log.warning("could not accept a message: %r", exc)
-            conn.send(
-                {
-                    "error": {
-                        "code": "unavailable",
-                        "message": "Sidekick could not accept the "
-                        "message (the bus is unavailable); please retry.",
-                    }
-                }
-            )
-            conn.send({"on_chat_model_end": True})
-            return
+            fresh = await self.intake.submit(conn.principal, request, request_id)
+        except GatewayError as exc:
+            return self.refuse(conn, exc, request_id)
         if conn.events:
-            conn.send({"event": "ack", "request_id": request_id})
+            conn.send({"event": "ack", "request_id": request_id, "action": "message"})
+        if not fresh:  # a retried id: answer from the stored outcome if it already ended
+            await self._send_stored(conn, request_id)
 
-    async def _replay(self, conn: Connection, request_id: str) -> bool:
-        """A retried request that already ended gets its stored answer instead of a rerun."""
+    async def _parked_target(
+        self, conn: Connection, session_id: str, reply_to: str | None
+    ) -> str | None:
+        """The parked request this message answers: `reply_to`, or the session's parked one."""
+        if reply_to is not None:
+            return reply_to
+        record = await load_session(self.bus, session_id)
+        if record.parked is None:
+            return None
+        status, _ = await self.intake.status(record.parked)
+        if (
+            status is None
+            or status.principal != conn.principal
+            or status.status != "awaiting_clarification"
+        ):
+            return None
+        return record.parked
+
+    async def on_cancel(self, conn: Connection, frame: CancelFrame) -> None:
         try:
-            entry = await self.bus.kv.results.get(request_id)
-        except Exception:
-            return False
-        if not entry.value:
-            return False
-        done = parse_event(entry.value)
-        if isinstance(done, RequestCompleted):
-            frame: dict[str, Any] = {"on_chat_model_stream": done.output}
-            if conn.events:
-                frame["request_id"] = request_id
-            conn.send(frame)
-            conn.send(end_frame(conn, done))
-        elif isinstance(done, RequestFailed):
-            send_failure(conn, done)
-        return True
+            status = await self.intake.cancel(conn.principal, frame.cancel)
+        except GatewayError as exc:
+            return self.reject(conn, exc.code, exc.message, frame.cancel)
+        self.hub.attach(conn, status.session_id)
+        if conn.events:
+            conn.send({"event": "ack", "request_id": frame.cancel, "action": "cancel"})
+
+    async def _send_stored(self, conn: Connection, request_id: str) -> None:
+        outcome = await self.intake.outcome(request_id)
+        if outcome is not None:  # asked for again: send it even if this socket saw it
+            conn.mark_seen(outcome.event_id)
+            for frame in outcome_frames(conn, outcome):
+                conn.send(frame)
+
+    async def replay(self, conn: Connection, session_id: str) -> None:
+        """Send what ended (or asked) while no socket of the session was there, and a question
+        still open; then those results count as delivered."""
+        try:
+            record = await load_session(self.bus, session_id)
+            sent: list[str] = []
+            for request_id in record.undelivered:
+                outcome = await self.intake.outcome(request_id)
+                sent.append(request_id)
+                if outcome is None or outcome.session_id != session_id:
+                    continue
+                if isinstance(outcome, ClarificationRequested) and record.parked != request_id:
+                    continue  # answered since; its end will come
+                await self._send(conn, outcome)
+            if record.parked is not None and record.parked not in sent:
+                outcome = await self.intake.outcome(record.parked)
+                if isinstance(outcome, ClarificationRequested):
+                    await self._send(conn, outcome)
+            if sent:
+                await update_session(self.bus, session_id, lambda rec: _drop(rec, sent))
+        except Exception as exc:  # the live socket must survive a store hiccup
+            log.warning("could not replay session %s: %r", session_id, exc)
+
+    async def _send(self, conn: Connection, outcome: Outcome) -> None:
+        if conn.mark_seen(outcome.event_id):
+            for frame in outcome_frames(conn, outcome):
+                conn.send(frame)
+
+
+def _drop(record: SessionRecord, request_ids: list[str]) -> SessionRecord | None:
+    undelivered = [r for r in record.undelivered if r not in request_ids]
+    if undelivered == record.undelivered:
+        return None
+    return record.model_copy(update={"undelivered": undelivered})
+
+
+def describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'frame'}: {e['msg']}" for e in exc.errors()[:5]
+    )

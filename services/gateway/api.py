@@ -1,0 +1,132 @@
+"""Plumbing shared by the HTTP API routes (who is asking, bodies, errors), plus the small
+routes the web page needs: its configuration and a session's history."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from contracts import RequestStatus, SessionRecord
+from contracts.client import ID_PATTERN
+from services.gateway.auth import Auth
+from services.gateway.errors import GatewayError, Invalid, NotFound, RateLimited, Unauthorized
+from services.gateway.intake import Intake, scoped
+from services.runtime.bus import Bus
+from services.runtime.kvstore import get_model, key_for
+
+M = TypeVar("M", bound=BaseModel)
+Handler = Callable[[Request, str], Awaitable[Response]]
+
+MAX_BODY_BYTES = 256 * 1024
+_ID = re.compile(ID_PATTERN)
+
+
+def principal_of(request: Request, auth: Auth) -> str:
+    present, principal = auth.from_header(request)
+    if principal is None:
+        raise Unauthorized(
+            "Invalid bearer token." if present else "Send Authorization: Bearer <token>."
+        )
+    return principal
+
+
+def error_response(exc: GatewayError) -> JSONResponse:
+    headers = {"www-authenticate": "Bearer"} if exc.http_status == 401 else {}
+    if isinstance(exc, RateLimited):
+        headers["retry-after"] = str(exc.retry_after)
+    return JSONResponse(exc.body(), status_code=exc.http_status, headers=headers)
+
+
+def guarded(auth: Auth, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """An endpoint that knows its caller's principal and turns GatewayErrors into responses."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request, principal_of(request, auth))
+        except GatewayError as exc:
+            return error_response(exc)
+
+    return endpoint
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise Invalid(f"The body is limited to {MAX_BODY_BYTES} bytes.")
+    try:
+        data = json.loads(raw or b"null")
+    except ValueError as exc:
+        raise Invalid("The body is not valid JSON.") from exc
+    if not isinstance(data, dict):
+        raise Invalid("The body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        detail = [
+            {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        summary = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise Invalid(f"Invalid body: {summary}", detail) from exc
+
+
+def path_id(request: Request, name: str) -> str:
+    value = str(request.path_params[name])
+    if not _ID.match(value):
+        raise NotFound(f"No {name} {value[:64]!r}.")
+    return value
+
+
+class PageApi:
+    """`GET /api/config` (public) and `GET /api/sessions/{uuid}/history` (the principal's)."""
+
+    def __init__(self, bus: Bus, intake: Intake, auth: Auth) -> None:
+        self.bus = bus
+        self.intake = intake
+        self.auth = auth
+
+    async def config(self, _: Request) -> Response:
+        settings = self.bus.settings
+        return JSONResponse(
+            {
+                "auth_required": self.auth.required,
+                "max_message_chars": settings.max_message_chars,
+            }
+        )
+
+    async def history(self, request: Request, principal: str) -> Response:
+        uuid = path_id(request, "uuid")
+        record, revision = await get_model(
+            self.bus.kv.sessions, key_for(scoped(principal, uuid)), SessionRecord
+        )
+        if record is None and revision == 0:
+            raise NotFound(f"No session {uuid}.")
+        record = record or SessionRecord()
+        parked: dict[str, Any] | None = None
+        if record.parked is not None:
+            status, _ = await get_model(self.bus.kv.status, record.parked, RequestStatus)
+            if (
+                status
+                and status.principal == principal
+                and status.status == "awaiting_clarification"
+            ):
+                parked = {
+                    "request_id": status.request_id,
+                    "text": status.text,
+                    "questions": [q.model_dump() for q in status.clarification_questions],
+                }
+        return JSONResponse(
+            {
+                "session": uuid,
+                "turns": [t.model_dump() for t in record.turns],
+                "parked": parked,
+            }
+        )

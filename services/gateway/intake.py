@@ -1,0 +1,214 @@
+"""Accepting, resuming and cancelling requests for a principal: what the WebSocket and the
+workflows API share. Every lookup is scoped: a request another principal owns is "not found".
+
+Each principal's requests are also listed, newest first and bounded, in the gateway's own
+KV bucket `<ns>_index` (key: hash of the principal), so `GET /api/workflows` never scans the
+status bucket.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import nats.js.errors
+from nats.js.kv import KeyValue
+from pydantic import Field
+
+from contracts import (
+    FINAL_STATUSES,
+    CancelRequested,
+    ChatRequested,
+    ClarificationAnswered,
+    Model,
+    RequestStatus,
+    parse_event,
+)
+from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
+from services.gateway.hub import OUTCOMES, Outcome
+from services.gateway.limits import Limits
+from services.runtime.bus import Bus, ensure_bucket, msg_id
+from services.runtime.kvstore import get_model, key_for, mutate
+from services.runtime.outcomes import create_status
+
+log = logging.getLogger("sidekick.gateway")
+
+INDEX_LIMIT = 500
+
+
+def scoped(principal: str, uuid: str) -> str:
+    """A client's uuid is only meaningful under its principal."""
+    return f"{principal}/{uuid}"
+
+
+def unscoped(principal: str, session_id: str) -> str:
+    prefix = f"{principal}/"
+    return session_id[len(prefix) :] if session_id.startswith(prefix) else session_id
+
+
+class PrincipalIndex(Model):
+    """A principal's request ids, newest first (the gateway's own record, not a bus event)."""
+
+    request_ids: list[str] = Field(default_factory=list, description="Newest first.")
+
+
+@dataclass
+class Request:
+    """What a new request carries, from either front door."""
+
+    session_id: str
+    text: str
+    success_criteria: str | None = None
+    use_evaluator: bool = True
+    skip_cache: bool = False
+    request_id: str | None = None
+
+
+class Intake:
+    def __init__(self, bus: Bus, limits: Limits) -> None:
+        self.bus = bus
+        self.limits = limits
+        self._index: KeyValue | None = None
+
+    async def start(self) -> None:
+        self._index = await ensure_bucket(self.bus.js, self.bus.subjects.bucket("index"))
+
+    async def owned(self, principal: str, request_id: str) -> RequestStatus:
+        """The principal's request, or NotFound (also when another principal owns it)."""
+        status, _ = await self.status(request_id)
+        if status is None or status.principal != principal:
+            raise NotFound(f"No request {request_id}.")
+        return status
+
+    async def status(self, request_id: str) -> tuple[RequestStatus | None, int]:
+        try:
+            return await get_model(self.bus.kv.status, request_id, RequestStatus)
+        except Exception as exc:
+            raise Unavailable("The request store is unavailable; please retry.") from exc
+
+    async def outcome(self, request_id: str) -> Outcome | None:
+        """The stored end (or clarification) of a request, if it has one."""
+        try:
+            entry = await self.bus.kv.results.get(request_id)
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        event = parse_event(entry.value)
+        return event if isinstance(event, OUTCOMES) else None
+
+    async def submit(self, principal: str, req: Request, request_id: str) -> bool:
+        """Accept a new request: limits, status record, index, then `chat.requested`.
+        Returns False when this principal already sent this request id (a retry)."""
+        existing, _ = await self.status(request_id)
+        if existing is not None:
+            if existing.principal != principal:
+                raise Conflict(f"The request id {request_id} is already in use.")
+            return False
+        self.admit(principal, request_id)
+        event = ChatRequested(
+            request_id=request_id,
+            session_id=req.session_id,
+            message=req.text,
+            success_criteria=req.success_criteria,
+            use_evaluator=req.use_evaluator,
+            skip_cache=req.skip_cache,
+            principal=principal,
+        )
+        status = RequestStatus(
+            request_id=request_id,
+            session_id=req.session_id,
+            principal=principal,
+            text=req.text,
+            success_criteria=req.success_criteria,
+            status="queued",
+        )
+        try:
+            if not await create_status(self.bus, status):
+                self.limits.release(request_id)
+                raise Conflict(f"The request id {request_id} is already in use.")
+            await self._remember(principal, request_id)
+            await self.bus.publish(
+                event, self.bus.subjects.chat_requested, dedupe_key=msg_id(request_id, "requested")
+            )
+        except Conflict:
+            raise
+        except Exception as exc:
+            self.limits.release(request_id)
+            log.warning("could not accept a request: %r", exc)
+            raise Unavailable(
+                "Sidekick could not accept the message (the bus is unavailable); please retry."
+            ) from exc
+        return True
+
+    async def answer(
+        self,
+        principal: str,
+        request_id: str,
+        *,
+        message: str = "",
+        answers: dict[str, str] | None = None,
+        additional_context: str | None = None,
+    ) -> RequestStatus:
+        """Resume a parked request with the user's answers (ClarificationAnswered)."""
+        status, revision = await self.status(request_id)
+        if status is None or status.principal != principal:
+            raise NotFound(f"No request {request_id}.")
+        if status.status != "awaiting_clarification":
+            raise Conflict(
+                f"Request {request_id} is not waiting for an answer (it is {status.status})."
+            )
+        self.admit(principal, request_id)
+        event = ClarificationAnswered(
+            request_id=request_id,
+            session_id=status.session_id,
+            answers=answers or {},
+            message=message,
+            additional_context=additional_context,
+        )
+        try:
+            # One answer per parking: the status record's revision changes when the request
+            # parks again, so a double-sent answer is dropped by the server, a later one is not.
+            await self.bus.publish(
+                event,
+                self.bus.subjects.request_answered,
+                dedupe_key=msg_id(request_id, "answered", revision),
+            )
+        except Exception as exc:
+            self.limits.release(request_id)
+            raise Unavailable("Sidekick could not pass on the answer; please retry.") from exc
+        return status
+
+    async def cancel(self, principal: str, request_id: str) -> RequestStatus:
+        """Ask every hop to stop the request. NotFound for others'; Conflict once it ended."""
+        status = await self.owned(principal, request_id)
+        if status.status in FINAL_STATUSES:
+            raise Conflict(f"Request {request_id} has already ended ({status.status}).")
+        event = CancelRequested(request_id=request_id, session_id=status.session_id)
+        try:
+            await self.bus.publish(
+                event, self.bus.subjects.request_cancel, dedupe_key=msg_id(request_id, "cancel")
+            )
+        except Exception as exc:
+            raise Unavailable("Sidekick could not pass on the cancel; please retry.") from exc
+        return status
+
+    def admit(self, principal: str, request_id: str) -> None:
+        refusal = self.limits.admit(principal, request_id)
+        if refusal is not None:
+            raise RateLimited(refusal.message, refusal.retry_after)
+
+    async def recent(self, principal: str, limit: int) -> list[str]:
+        """The principal's request ids, newest first."""
+        assert self._index is not None, "Intake.start() has not run"
+        index, _ = await get_model(self._index, key_for(principal), PrincipalIndex)
+        return (index.request_ids if index else [])[:limit]
+
+    async def _remember(self, principal: str, request_id: str) -> None:
+        assert self._index is not None, "Intake.start() has not run"
+
+        def add(cur: PrincipalIndex | None) -> PrincipalIndex:
+            ids = [request_id] + [r for r in (cur.request_ids if cur else []) if r != request_id]
+            return PrincipalIndex(request_ids=ids[:INDEX_LIMIT])
+
+        await mutate(self._index, key_for(principal), PrincipalIndex, add)
