@@ -115,6 +115,16 @@ async def test_a_recipient_outside_the_allowed_domains_is_refused_before_any_mod
     assert (await w.run(email_task(to="Ann <ann@corp.example>"))).success
 
 
+async def test_loosely_spelled_parameter_names_are_understood(
+    deps: WorkerDeps, sendgrid: FakeSendGrid, fake_llm: FakeOpenAI
+) -> None:
+    loose = email_task(**{"To-Email": "hal@example.com", "Body notes": "lunch moved to 1pm"})
+    assert (await worker(deps, sendgrid).run(loose)).success
+    assert sendgrid.mails[0]["personalizations"][0]["to"] == [{"email": "hal@example.com"}]
+    (draft,) = fake_llm.chat_calls("fake-worker")
+    assert "Notes for the body: lunch moved to 1pm" in draft["messages"][-1]["content"]
+
+
 async def test_a_task_without_a_to_parameter_takes_the_one_address_it_names(
     deps: WorkerDeps, sendgrid: FakeSendGrid
 ) -> None:

@@ -45,7 +45,8 @@ BODY_KEYS = ("body", "body_notes", "notes", "content", "text", "message")
 
 
 def _param(task: WorkerTask, keys: tuple[str, ...]) -> str:
-    lowered = {k.lower(): v for k, v in task.parameters.items()}
+    # Models spell names loosely ("Body notes", "to-email"); compare a normal form.
+    lowered = {re.sub(r"[\s-]+", "_", k.strip().lower()): v for k, v in task.parameters.items()}
     for key in keys:
         value = lowered.get(key, "").strip()
         if value:
