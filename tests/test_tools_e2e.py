@@ -1,0 +1,223 @@
+"""The TOOLS worker end to end through the gateway's WebSocket: the five services as processes,
+a scripted model that calls tools, real headless Chromium on a local site, and Wikipedia and
+Pushover played by local fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.runtime.natsserver import NatsServer
+from services.workers.tools.worker import SYSTEM
+from tests.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call
+from tests.fakes.pushover import FakePushover
+from tests.fakes.site import FakeSite
+from tests.fakes.wikipedia import FakeWikipedia
+from tests.harness import ROOT, Client, System, llm_env
+
+MODEL = "fake-tools-e2e"
+MAX_STEPS = 4
+SCREENSHOTS = ROOT / "tests" / "artifacts" / "tools-e2e"
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[FakeSite]:
+    fake = FakeSite().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def wiki() -> Iterator[FakeWikipedia]:
+    fake = FakeWikipedia().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def pushover() -> Iterator[FakePushover]:
+    fake = FakePushover().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def tools_system(
+    nats_server: NatsServer,
+    fake_llm: FakeOpenAI,
+    logs_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    wiki: FakeWikipedia,
+    pushover: FakePushover,
+) -> Iterator[System]:
+    env = {
+        **llm_env(fake_llm.base_url),
+        "SIDEKICK_WORKER_LLM_MODEL": MODEL,
+        "SIDEKICK_WORKERS": "GENERAL,TOOLS",
+        "SIDEKICK_TOOLS_MAX_STEPS": str(MAX_STEPS),
+        "SIDEKICK_FILES_ROOT": str(tmp_path_factory.mktemp("tools-files")),
+        "SIDEKICK_BROWSER_SCREENSHOT_DIR": str(SCREENSHOTS),
+        "SIDEKICK_WIKIPEDIA_BASE_URL": wiki.url,
+        "PUSHOVER_TOKEN": pushover.token,
+        "PUSHOVER_USER": pushover.user,
+        "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
+        # No key must ever reach a real API from a test.
+        "BRAVE_SEARCH_API_KEY": "",
+        "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
+    }
+    sys_ = System(nats_server.url, env, logs_dir).start_all()
+    yield sys_
+    sys_.stop()
+
+
+def decide_tools(body: dict[str, Any]) -> dict[str, Any]:
+    """The orchestrator: TOOLS, with the user's message as the task."""
+    message = last_user(body).split("\n")[1]
+    return {
+        "worker_type": "TOOLS",
+        "task_description": message,
+        "parameters": [],
+        "success_criteria": "Does what the user asked, using the tools.",
+    }
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body["messages"] if m["role"] == "tool"]
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        await asyncio.sleep(0.05)
+
+
+async def test_the_model_browses_a_page_in_real_chromium_and_answers_with_what_it_says(
+    tools_system: System, fake_llm: FakeOpenAI, site: FakeSite
+) -> None:
+    secret = uuid.uuid4().hex[:10]
+    # Only a browser that runs the page's script sees the sentence: the HTML holds it reversed.
+    sentence = f"The secret word is {secret}."
+    url = site.page(
+        f"/secret-{secret}",
+        "<!doctype html><html><head><title>Secret page</title></head><body><p id=s></p>"
+        f"<script>document.getElementById('s').textContent = "
+        f"{sentence[::-1]!r}.split('').reverse().join('');</script></body></html>",
+    )
+
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            address = re.search(r"http://127\.0\.0\.1:\d+/\S+", last_user(body))
+            assert address is not None
+            return Reply(tool_calls=[tool_call("browser_navigate", {"url": address.group(0)})])
+        if len(results) == 1:
+            return Reply(tool_calls=[tool_call("browser_text", {})])
+        said = next(line for line in results[-1]["content"].splitlines() if "secret word" in line)
+        return Reply(f"The page says: {said}")
+
+    fake_llm.script("fake-orchestrator", decide_tools)
+    fake_llm.script(MODEL, model)
+    async with Client(tools_system.ws_url, events=True) as client:
+        convo = await client.ask(f"Please browse {url} and tell me what it says")
+    assert convo.errors == []
+    assert convo.text == f"The page says: {sentence}"
+    assert convo.end["status"] == "completed"
+    assert convo.end["metadata"]["worker_type"] == "TOOLS"
+    assert [s["url"] for s in convo.end["metadata"]["sources"]] == [url]
+    assert f"/secret-{secret}" in site.hits
+    calls = fake_llm.chat_calls(MODEL)
+    assert len(calls) == 3
+    # Fetched text travels as tool results, never in the system prompt.
+    for call in calls:
+        assert call["messages"][0] == {"role": "system", "content": SYSTEM}
+    assert sentence in tool_results(calls[-1])[-1]["content"]
+    shot = SCREENSHOTS / f"{convo.end['request_id']}-01.png"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def test_the_model_reads_wikipedia_through_the_tools(
+    tools_system: System, fake_llm: FakeOpenAI, wiki: FakeWikipedia
+) -> None:
+    fact = f"Quince cheese was first recorded in batch {uuid.uuid4().hex[:6]}."
+    wiki.article("Quince cheese", f"Quince cheese is a sweet paste. {fact}")
+
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            return Reply(tool_calls=[tool_call("wikipedia_search", {"query": "quince cheese"})])
+        if len(results) == 1:
+            title = re.search(r"^- (.+?) \(http", results[0]["content"], re.M)
+            assert title is not None
+            return Reply(tool_calls=[tool_call("wikipedia_page", {"title": title.group(1)})])
+        return Reply("Wikipedia: " + results[-1]["content"].split(". ", 1)[1])
+
+    fake_llm.script("fake-orchestrator", decide_tools)
+    fake_llm.script(MODEL, model)
+    async with Client(tools_system.ws_url, events=True) as client:
+        convo = await client.ask("Please search Wikipedia for quince cheese")
+    assert convo.text == f"Wikipedia: {fact}"
+    assert [s["url"] for s in convo.end["metadata"]["sources"]] == [
+        f"{wiki.url}/wiki/Quince_cheese"
+    ]
+
+
+async def test_a_model_that_never_answers_is_stopped_at_the_step_limit_and_the_user_is_told(
+    tools_system: System, fake_llm: FakeOpenAI
+) -> None:
+    def model(body: dict[str, Any]) -> Reply:
+        return Reply(tool_calls=[tool_call("files_list", {})])
+
+    fake_llm.script("fake-orchestrator", decide_tools)
+    fake_llm.script(MODEL, model)
+    async with Client(tools_system.ws_url, events=True) as client:
+        convo = await client.ask("Please route this: list my files forever")
+    assert convo.end["status"] == "failed"
+    (error,) = convo.errors
+    assert error["code"] == "worker_failed"
+    assert f"stopped after {MAX_STEPS} model turns" in error["message"]
+    assert "without a final answer" in error["message"]
+    assert len(fake_llm.chat_calls(MODEL)) == MAX_STEPS
+    assert fake_llm.chat_calls("fake-evaluator") == []  # nothing was passed off as an answer
+
+
+async def test_a_notification_in_a_task_delivered_twice_is_pushed_once(
+    tools_system: System, fake_llm: FakeOpenAI, pushover: FakePushover
+) -> None:
+    release = threading.Event()
+    first_run = {"held": False}
+    message = f"Your report {uuid.uuid4().hex[:6]} is ready"
+
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:  # the same call id on every delivery, as a replayed task has
+            return Reply(tool_calls=[tool_call("notify", {"message": message}, "call_notify_1")])
+        if not first_run["held"]:
+            first_run["held"] = True  # the worker is killed while it waits for this reply
+            return Reply("never delivered", wait=release)
+        return Reply(f"Notify said: {results[-1]['content']}")
+
+    fake_llm.script("fake-orchestrator", decide_tools)
+    fake_llm.script(MODEL, model)
+    async with Client(tools_system.ws_url, events=True) as client:
+        await client.send({"uuid": client.uuid, "message": "Please route: notify me"})
+        await wait_for(lambda: first_run["held"] and len(pushover.messages) == 1)
+        tools_system.kill("workers")
+        release.set()
+        await asyncio.to_thread(tools_system.restart, "workers")
+        convo = await client.until_end(timeout=120)
+    assert convo.end["status"] == "completed"
+    assert [m["message"] for m in pushover.messages] == [message]
+    assert convo.text.startswith("Notify said: Notification already sent for this call")
+    results = [r["content"] for c in fake_llm.chat_calls(MODEL) for r in tool_results(c)]
+    assert results[0].startswith("Notification sent (Pushover request")
+    assert results[-1].startswith("Notification already sent for this call")
