@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -27,12 +28,15 @@ class Probe:
         self.js = nc.jetstream()
         self.s = Subjects(namespace)
         self.events: dict[str, list[dict[str, Any]]] = {}
+        self.ended_at: dict[str, float] = {}
         self._sub: Any = None
 
     async def start(self) -> Probe:
         async def on_msg(msg: Msg) -> None:
             data = json.loads(msg.data)
             self.events.setdefault(data["request_id"], []).append(data)
+            if data["kind"] in ("request.completed", "request.failed", "request.cancelled"):
+                self.ended_at.setdefault(data["request_id"], time.monotonic())
 
         self._sub = await self.nc.subscribe(self.s.out_all, cb=on_msg)
         return self

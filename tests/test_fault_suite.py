@@ -1,0 +1,231 @@
+"""The promise under faults: a bounded flow of requests (at least 50 in flight) while each
+service is SIGKILLed once at a random moment and restarted, and nats-server itself restarts
+(file storage). Every acknowledged request must reach exactly one terminal state, and no email
+may be sent twice. The figures are printed and written to tests/artifacts/fault_report.json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from contracts import FINAL_STATUSES, Subjects
+from services.runtime.natsserver import NatsServer
+from tests.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.fakes.sendgrid import FakeSendGrid
+from tests.harness import ROOT, System, llm_env
+from tests.probe import Probe
+
+REQUESTS = 60
+EMAIL_EVERY = 4  # every 4th request sends an email
+WORKER_SECONDS = 12.0  # slow enough that every request is in flight through all the faults
+SERVICE_ORDER = ["orchestrator", "workers", "evaluator", "frontline", "gateway"]
+
+
+@pytest.fixture(scope="module")
+def own_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(store_dir=tmp_path_factory.mktemp("fault-js")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def sendgrid() -> Iterator[FakeSendGrid]:
+    fake = FakeSendGrid().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def faulty(
+    own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
+) -> Iterator[System]:
+    env = {
+        **llm_env(fake_llm.base_url),
+        "SIDEKICK_WORKERS": "GENERAL,EMAIL",
+        "SENDGRID_API_KEY": sendgrid.key,
+        "SENDGRID_FROM_EMAIL": "sidekick@example.com",
+        "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
+        "SIDEKICK_MAX_DELIVER": "20",
+        "SIDEKICK_ACK_WAIT": "4",
+        "SIDEKICK_LLM_MAX_RETRIES": "3",
+    }
+    sys_ = System(own_nats.url, env, logs_dir).start_all()
+    yield sys_
+    sys_.stop()
+
+
+def script(fake: FakeOpenAI) -> None:
+    def frontline(body: dict[str, Any]) -> Any:
+        return Reply(json.dumps({"route_to_orchestrator": True, "reason": "work"}), delay=0.05)
+
+    def orchestrator(body: dict[str, Any]) -> Any:
+        text = last_user(body)
+        if "email" in text:
+            n = text.split("#")[1].split()[0]
+            decision = {
+                "worker_type": "EMAIL",
+                "task_description": f"email number {n}",
+                "parameters": [
+                    {"name": "to", "value": f"user{n}@example.com"},
+                    {"name": "subject", "value": f"Report {n}"},
+                    {"name": "body", "value": "say the report is ready"},
+                ],
+                "success_criteria": "sent",
+            }
+        else:
+            decision = {
+                "worker_type": "GENERAL",
+                "task_description": text.split("\n")[1],
+                "parameters": [],
+                "success_criteria": "an answer",
+            }
+        return Reply(json.dumps(decision), delay=0.1)
+
+    def worker(body: dict[str, Any]) -> Any:
+        if body.get("response_format"):
+            return Reply(
+                json.dumps({"subject": "Report", "body": "Hello, it is ready. Bye"}), delay=0.2
+            )
+        return Reply("Answer to: " + last_user(body).split("\n")[0], delay=WORKER_SECONDS)
+
+    fake.script("fake-frontline", frontline)
+    fake.script("fake-orchestrator", orchestrator)
+    fake.script("fake-worker", worker)
+    fake.script("fake-evaluator", lambda b: Reply(json.dumps(verdict(True, 90, "ok")), delay=0.2))
+
+
+@pytest.fixture
+async def nc_own(own_nats: NatsServer) -> AsyncIterator[NATS]:
+    client = NATS()
+    await client.connect(own_nats.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    yield client
+    await client.close()
+
+
+async def finals_by_request(nc: NATS, namespace: str) -> Counter[str]:
+    js = nc.jetstream()
+    stream = Subjects(namespace).results_stream
+    info = await js.stream_info(stream)
+    counts: Counter[str] = Counter()
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await js.get_msg(stream, seq)
+        data = json.loads(msg.data or b"{}")
+        if data.get("kind") in ("request.completed", "request.failed", "request.cancelled"):
+            counts[data["request_id"]] += 1
+    return counts
+
+
+async def test_every_acknowledged_request_ends_once_through_kills_and_a_nats_restart(
+    faulty: System,
+    own_nats: NatsServer,
+    fake_llm: FakeOpenAI,
+    sendgrid: FakeSendGrid,
+    nc_own: NATS,
+) -> None:
+    script(fake_llm)
+    rng = random.Random(7)
+    probe = await Probe(nc_own, faulty.namespace).start()
+    acknowledged: list[str] = []
+    faults: list[dict[str, Any]] = []
+
+    def in_flight() -> int:
+        return sum(1 for r in acknowledged if not _ended(probe, r))
+
+    async def submit() -> None:
+        for i in range(REQUESTS):
+            text = f"do task #{i} please" if i % EMAIL_EVERY else f"email report #{i} please"
+            for _ in range(100):  # the server may be restarting: retry until acknowledged
+                try:
+                    acknowledged.append(await probe.ask(text, request_id=f"fault-{i}"))
+                    break
+                except Exception:
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(0.01)
+
+    async def inject() -> None:
+        # Kill each service once at a random moment while every request is still in flight
+        # (the model is slow), restarting each at once; then restart nats-server.
+        await asyncio.sleep(1.0)
+        restarts = []
+        for name in SERVICE_ORDER:
+            await asyncio.sleep(rng.uniform(0.1, 0.5))
+            faults.append(
+                {"fault": f"SIGKILL {name}", "in_flight": in_flight(), "at": time.monotonic()}
+            )
+            faulty.kill(name)
+            restarts.append(asyncio.create_task(asyncio.to_thread(faulty.restart, name)))
+        await asyncio.gather(*restarts)
+        await asyncio.sleep(rng.uniform(0.1, 0.5))
+        faults.append(
+            {"fault": "restart nats-server", "in_flight": in_flight(), "at": time.monotonic()}
+        )
+        port = own_nats.port
+        own_nats.stop()
+        own_nats.port = port
+        await asyncio.to_thread(own_nats.start)
+
+    started = time.monotonic()
+    await asyncio.gather(submit(), inject())
+    deadline = time.monotonic() + 240
+    while True:
+        try:
+            statuses = [await probe.status(r) for r in acknowledged]
+        except Exception:
+            statuses = []
+        if statuses and all(s.status in FINAL_STATUSES for s in statuses):
+            break
+        assert time.monotonic() < deadline, (
+            f"{sum(s.status not in FINAL_STATUSES for s in statuses)} requests never ended\n"
+            + faulty.logs_tail()
+        )
+        await asyncio.sleep(0.25)
+    finished = time.monotonic()
+    await probe.stop()
+
+    finals = await finals_by_request(nc_own, faulty.namespace)
+    outcomes = Counter(s.status for s in statuses)
+    sends = Counter(m["personalizations"][0]["to"][0]["email"] for m in sendgrid.mails)
+    for fault in faults:
+        fault["recovered_s"] = round(_recovery(probe, fault["at"], finished), 2)
+        fault.pop("at")
+    report = {
+        "acknowledged": len(acknowledged),
+        "outcomes": dict(outcomes),
+        "duplicates": sum(n - 1 for n in finals.values() if n > 1),
+        "emails_sent": sum(sends.values()),
+        "emails_sent_twice": [k for k, n in sends.items() if n > 1],
+        "faults": faults,
+        "wall_s": round(finished - started, 1),
+    }
+    artifacts = ROOT / "tests" / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    (artifacts / "fault_report.json").write_text(json.dumps(report, indent=2))
+    print("\nfault suite:", json.dumps(report, indent=2))
+
+    assert len(acknowledged) == REQUESTS
+    assert min(f["in_flight"] for f in faults) >= 50, faults
+    assert set(finals) == set(acknowledged), "every request has a terminal event"
+    assert all(n == 1 for n in finals.values()), f"duplicates: {finals.most_common(3)}"
+    assert not report["emails_sent_twice"]
+    assert outcomes["completed"] >= REQUESTS * 0.9, outcomes
+
+
+def _ended(probe: Probe, request_id: str) -> bool:
+    kinds = probe.kinds(request_id)
+    return any(k in kinds for k in ("request.completed", "request.failed", "request.cancelled"))
+
+
+def _recovery(probe: Probe, at: float, end: float) -> float:
+    """Seconds from the fault to the next request that ended after it (an upper bound on how
+    long the system was unable to finish work)."""
+    times = [t for t in probe.ended_at.values() if t > at]
+    return (min(times) if times else end) - at
