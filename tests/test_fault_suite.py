@@ -106,7 +106,7 @@ def script(fake: FakeOpenAI) -> None:
 @pytest.fixture
 async def nc_own(own_nats: NatsServer) -> AsyncIterator[NATS]:
     client = NATS()
-    await client.connect(own_nats.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    await client.connect(own_nats.url, max_reconnect_attempts=-1, reconnect_time_wait=1)
     yield client
     await client.close()
 
