@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts import (
+    ClarificationAnswered,
     OrchestratorDecision,
     Parameter,
     RequestRouted,
@@ -158,3 +159,42 @@ def test_an_evaluator_failure_returns_the_output_marked_unchecked() -> None:
     (fin,) = loop.next_messages(s)
     assert isinstance(fin, Finish) and fin.event.kind == "request.completed"
     assert fin.event.status == "partial" and "model down" in fin.event.output
+
+
+def test_a_sent_email_is_not_judged_again_so_it_is_never_sent_twice() -> None:
+    s = loop.decided(loop.start(routed(), 3), decision("EMAIL"), Usage(), {"EMAIL"})
+    email = WorkerResult.model_validate(
+        {
+            "request_id": "r1",
+            "session_id": "s1",
+            "attempt": 1,
+            "worker_type": "EMAIL",
+            "success": True,
+            "output": "Sent to a@example.com",
+        }
+    )
+    (fin,) = loop.next_messages(loop.on_result(s, email))
+    assert isinstance(fin, Finish) and fin.event.kind == "request.completed"
+
+
+def test_a_planner_question_parks_the_request_and_an_answer_resumes_it() -> None:
+    asking = result(1, "I need details", clarification_questions=["Which year?"])
+    s = loop.on_result(started(), asking)
+    (park,) = loop.next_messages(s)
+    assert isinstance(park, Finish) and park.event.kind == "request.clarification"
+    assert park.event.source == "planner"
+    assert [q.question for q in park.event.questions] == ["Which year?"]
+    resumed = loop.answered(
+        s,
+        ClarificationAnswered(request_id="r1", session_id="s1", answers={"q1": "1999"}),
+    )
+    (msg,) = loop.next_messages(resumed)
+    assert isinstance(msg, Dispatch) and msg.task.attempt == 2
+    assert msg.task.clarifications == ["Q: Which year? A: 1999"]
+
+
+def test_a_cancel_ends_the_request_and_later_events_change_nothing() -> None:
+    s = loop.cancelled(started(), "stop")
+    (fin,) = loop.next_messages(s)
+    assert isinstance(fin, Finish) and fin.event.kind == "request.cancelled"
+    assert loop.on_result(s, result(1)) == s

@@ -43,6 +43,9 @@ Status = Literal[
 ]
 TERMINAL: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
 MAX_CLARIFICATION_ROUNDS = 2
+# Kinds whose success is a side effect in the world (a sent email): judging it afterwards could
+# only lead to a second send, so a successful result ends the request.
+SIDE_EFFECT_WORKERS = frozenset({"EMAIL"})
 
 
 class Attempt(Model):
@@ -173,7 +176,7 @@ def on_result(state: RequestState, result: WorkerResult) -> RequestState:
             state.decision,
             state.usage,
         )
-    if not state.request.use_evaluator:
+    if not state.request.use_evaluator or result.worker_type in SIDE_EFFECT_WORKERS:
         return state.model_copy(update={"status": "completed"})
     return state.model_copy(update={"status": "evaluating"})
 
