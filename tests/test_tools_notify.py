@@ -48,7 +48,7 @@ def box(http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover, **key
     return ToolBox(notifier.tools(), result_chars=2000, call_timeout=10)
 
 
-async def test_the_same_call_id_is_pushed_once_and_a_new_one_again(
+async def test_the_same_call_id_is_pushed_once_and_a_new_message_again(
     http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover
 ) -> None:
     tools = box(http, ledger, pushover)
@@ -56,12 +56,15 @@ async def test_the_same_call_id_is_pushed_once_and_a_new_one_again(
     args = json.dumps({"message": "the build is green", "title": "CI"})
     first = await tools.call("notify", args, Call(run, "call_a"))
     again = await tools.call("notify", args, Call(run, "call_a"))
-    other = await tools.call("notify", args, Call(run, "call_b"))
+    other = await tools.call("notify", json.dumps({"message": "deployed"}), Call(run, "call_b"))
     assert first.ok and first.content.startswith("Notification sent (Pushover request ")
     assert again.ok and again.content.startswith("Notification already sent for this call")
     assert other.ok and other.content.startswith("Notification sent")
-    mine = [m for m in pushover.messages if m["message"] == "the build is green"]
-    assert len(mine) == 2 and mine[0]["title"] == "CI"
+    mine = [m for m in pushover.messages if m["message"] in ("the build is green", "deployed")]
+    assert [(m["message"], m.get("title")) for m in mine] == [
+        ("the build is green", "CI"),
+        ("deployed", None),
+    ]
     entry = await ledger.get(ledger_key(run.request_id, 1, "call_a"))
     assert json.loads(entry.value or b"{}")["state"] == "sent"
 
@@ -91,3 +94,19 @@ async def test_a_refused_notification_is_reported_and_not_retried_for_the_same_c
     second = await tools.call("notify", args, Call(run, "call_x"))
     assert not second.ok and "already failed" in second.content
     assert len(pushover.calls("/1/messages.json")) == posts
+
+
+async def test_a_rerun_that_gives_the_same_message_a_new_call_id_does_not_push_it_again(
+    http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover
+) -> None:
+    tools = box(http, ledger, pushover)
+    request = uuid.uuid4().hex
+    message = json.dumps({"message": f"report {request[:6]} ready"})
+    run = RunContext(request_id=request, session_id="s", attempt=1)
+    first = await tools.call("notify", message, Call(run, "call_first_run"))
+    rerun = await tools.call("notify", message, Call(run, "call_second_run"))
+    assert first.ok and first.content.startswith("Notification sent")
+    assert rerun.ok and "already sent in this attempt" in rerun.content
+    next_attempt = RunContext(request_id=request, session_id="s", attempt=2)
+    assert (await tools.call("notify", message, Call(next_attempt, "call_2"))).ok
+    assert len([m for m in pushover.messages if m["message"] == f"report {request[:6]} ready"]) == 2

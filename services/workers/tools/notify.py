@@ -6,6 +6,10 @@ bucket `<ns>_ledger` with create-if-absent; only the creator sends. A task deliv
 worker killed mid-task, an ack that timed out) replays the same call ids, finds the entry and
 reports the first outcome instead of pushing again. A send whose outcome is unknown (the worker
 died between creating the entry and recording the answer) is not repeated: at most once.
+
+A model re-run from the start may give the same call a new id, so a second entry keyed by the
+notification's text within (request, attempt) is claimed too: the same message is not pushed
+twice in one attempt whatever its call id.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ def ledger_key(request_id: str, attempt: int, call_id: str) -> str:
     return "notify." + key_for(f"{request_id}:{attempt}:{call_id}")
 
 
+def text_key(request_id: str, attempt: int, args: NotifyArgs) -> str:
+    return "notify_text." + key_for(f"{request_id}:{attempt}:{args.title}:{args.message}")
+
+
 class Notifier:
     def __init__(
         self,
@@ -60,12 +68,11 @@ class Notifier:
         run = call.run
         key = ledger_key(run.request_id, run.attempt, call.call_id)
         ledger = self.ledger()
-        try:
-            await ledger.create(key, json.dumps({"state": "sending"}).encode())
-        except nats.js.errors.KeyWrongLastSequenceError:
+        if not await self._claim(ledger, key, {"state": "sending"}):
             return await self._already(ledger, key)
-        except nats.errors.Error as exc:
-            raise ToolUnavailable(f"the idempotency ledger could not be written: {exc!r}.") from exc
+        if not await self._claim(ledger, text_key(run.request_id, run.attempt, args), {}):
+            await ledger.put(key, json.dumps({"state": "duplicate"}).encode())
+            return await self._already(ledger, key)
         try:
             receipt = await self._send(args)
         except ToolError as exc:
@@ -73,6 +80,16 @@ class Notifier:
             raise
         await ledger.put(key, json.dumps({"state": "sent", "receipt": receipt}).encode())
         return f"Notification sent (Pushover request {receipt})."
+
+    async def _claim(self, ledger: KeyValue, key: str, value: dict[str, str]) -> bool:
+        """Create `key`; False if it already exists."""
+        try:
+            await ledger.create(key, json.dumps(value).encode())
+        except nats.js.errors.KeyWrongLastSequenceError:
+            return False
+        except nats.errors.Error as exc:
+            raise ToolUnavailable(f"the idempotency ledger could not be written: {exc!r}.") from exc
+        return True
 
     async def _send(self, args: NotifyArgs) -> str:
         form = {"token": self.token or "", "user": self.user or "", "message": args.message}
@@ -106,6 +123,8 @@ class Notifier:
                 f"Notification already sent for this call (Pushover request "
                 f"{state.get('receipt')}); not sent again."
             )
+        if state.get("state") == "duplicate":
+            return "The same notification was already sent in this attempt; not sent again."
         if state.get("state") == "failed":
             raise ToolError(f"this notification already failed: {state.get('error')}")
         return (
