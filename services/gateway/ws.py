@@ -50,8 +50,14 @@ class ChatSocket:
         watchdog = None if conn.authenticated else asyncio.create_task(self._auth_deadline(conn))
         try:
             while True:
-                text = await ws.receive_text()
-                await self.on_frame(conn, text)
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                text = message.get("text")
+                if text is None:
+                    self.reject(conn, "invalid_frame", "Frames must be text (JSON), not binary.")
+                else:
+                    await self.on_frame(conn, text)
                 if conn.closed:
                     break
         except WebSocketDisconnect:
