@@ -52,3 +52,24 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
     await client.connect(nats_server.url)
     yield client
     await client.close()
+
+
+@pytest.fixture(scope="session")
+def secure_system(
+    nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
+) -> Iterator[System]:
+    """A system whose gateway requires tokens (one per principal of tests/gateway_client.py)
+    and has small limits: 5 requests a minute and 2 in flight per principal, 500-char messages.
+    Each gateway test uses principals of its own, so the limits of one never touch another."""
+    from tests.gateway_client import tokens_env
+
+    env = {
+        **llm_env(fake_llm.base_url),
+        "SIDEKICK_AUTH_TOKENS": tokens_env(),
+        "SIDEKICK_RATE_LIMIT_PER_MINUTE": "5",
+        "SIDEKICK_MAX_CONCURRENT_REQUESTS": "2",
+        "SIDEKICK_MAX_MESSAGE_CHARS": "500",
+    }
+    sys_ = System(nats_server.url, env, logs_dir).start_all()
+    yield sys_
+    sys_.stop()
