@@ -1,0 +1,243 @@
+"""Turning the bench's results into ratios, a verdict against each target, and tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TARGETS_NOTE = "Targets are goals for one 2-core machine with every process local; not asserted."
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def ratios(results: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"overhead_p50_vs_floor": {}, "throughput_vs_langgraph": {}}
+    for path in ("direct", "orchestrated_1", "orchestrated_3"):
+        ours = _get(results, "overhead", path, "p50")
+        floor = _get(results, "floor", path, "p50")
+        if ours and floor:
+            out["overhead_p50_vs_floor"][path] = round(ours / floor, 2)
+    for level, ours in (_get(results, "concurrency", "levels") or {}).items():
+        theirs = _get(results, "langgraph", "levels", level, "rps")
+        if theirs:
+            out["throughput_vs_langgraph"][level] = round(ours["rps"] / theirs, 3)
+    return out
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target with the figure measured for it (None when that part did not run)."""
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, measured: Any, target: str, met: bool | None, unit: str = "") -> None:
+        shown = "not run" if measured is None else f"{measured}{unit}"
+        rows.append({"figure": name, "measured": shown, "target": target, "met": met})
+
+    def at_most(value: Any, limit: float) -> bool | None:
+        return None if value is None else bool(value <= limit)
+
+    o1 = _get(results, "overhead", "orchestrated_1") or {}
+    row("orchestrated, 1 attempt: p50", o1.get("p50"), "≤ 10 ms", at_most(o1.get("p50"), 10), " ms")
+    row("orchestrated, 1 attempt: p99", o1.get("p99"), "≤ 40 ms", at_most(o1.get("p99"), 40), " ms")
+    d = _get(results, "overhead", "direct", "p50")
+    row("direct: p50", d, "≤ 4 ms", at_most(d, 4), " ms")
+    ft = _get(results, "streaming", "first_token_added_ms", "p50")
+    row("first token → first frame: p50", ft, "≤ 2 ms", at_most(ft, 2), " ms")
+
+    levels = _get(results, "concurrency", "levels") or {}
+    if levels:
+        top = max(levels, key=int)
+        lv = levels[top]
+        row(f"{top} sessions: errors", lv["errors"], "0", lv["errors"] == 0)
+        row(
+            f"{top} sessions: throughput of model-bound ideal",
+            f"{lv['of_ideal'] * 100:.1f}% ({lv['rps']} of {lv['ideal_rps']} rps)",
+            "≥ 90%",
+            lv["of_ideal"] >= 0.9,
+        )
+        for level, ours in sorted(levels.items(), key=lambda kv: int(kv[0])):
+            theirs = _get(results, "langgraph", "levels", level, "rps")
+            row(
+                f"{level} sessions: throughput vs LangGraph",
+                None if theirs is None else f"{ours['rps']} vs {theirs} rps",
+                "≥ LangGraph",
+                None if theirs is None else ours["rps"] >= theirs,
+            )
+    else:
+        row("concurrency", None, "—", None)
+    idle = results.get("idle") or {}
+    rss = idle.get("gateway_rss_mib")
+    row(
+        f"{idle.get('sockets', 5000)} idle sockets: gateway RSS",
+        rss,
+        "< 250 MiB",
+        None if rss is None else rss < 250,
+        " MiB",
+    )
+    return rows
+
+
+def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join("" if c is None else str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _mark(met: bool | None) -> str:
+    return {True: "✅ met", False: "❌ missed", None: "—"}[met]
+
+
+def render(results: dict[str, Any]) -> str:
+    """The whole report as Markdown (printed, and written to results/latest.md)."""
+    meta = results["meta"]
+    parts = [
+        f"Sidekick bench — {meta['date']} — `{meta['command']}`"
+        + (
+            " (QUICK: tiny counts, figures not comparable with the targets)"
+            if meta["quick"]
+            else ""
+        ),
+        f"Machine: {meta['cpus']} CPUs, Python {meta['python']}; load average (1/5/15 min) "
+        f"at start {meta['load_start']}, at end {meta.get('load_end')}. {TARGETS_NOTE}",
+        "",
+        "### Targets",
+        md_table(
+            ["figure", "measured", "target", "verdict"],
+            [
+                [r["figure"], r["measured"], r["target"], _mark(r["met"])]
+                for r in results["targets"]
+            ],
+        ),
+    ]
+    over = results.get("overhead") or {}
+    floor = results.get("floor") or {}
+    if over:
+        rows = []
+        for path, f in over.items():
+            fl = floor.get(path) or {}
+            rows.append(
+                [
+                    path,
+                    f.get("n"),
+                    f.get("p50"),
+                    f.get("p95"),
+                    f.get("p99"),
+                    f.get("errors"),
+                    f.get("model_calls_per_request"),
+                    fl.get("hops"),
+                    fl.get("p50"),
+                    fl.get("p99"),
+                    _get(results, "ratios", "overhead_p50_vs_floor", path),
+                ]
+            )
+        parts += [
+            "",
+            "### Overhead (instant model; ms from message frame to end frame)",
+            md_table(
+                [
+                    "path",
+                    "n",
+                    "p50",
+                    "p95",
+                    "p99",
+                    "errors",
+                    "model calls/req",
+                    "floor hops",
+                    "floor p50",
+                    "floor p99",
+                    "p50 ÷ floor",
+                ],
+                rows,
+            ),
+        ]
+    st = results.get("streaming")
+    if st:
+        f = st["first_token_added_ms"]
+        parts += [
+            "",
+            "### Streaming (ms from the model writing its first token to the client's first frame)",
+            md_table(
+                ["n", "p50", "p95", "p99", "max", "errors"],
+                [
+                    [
+                        f.get("n"),
+                        f.get("p50"),
+                        f.get("p95"),
+                        f.get("p99"),
+                        f.get("max"),
+                        st["errors"],
+                    ]
+                ],
+            ),
+        ]
+    conc = results.get("concurrency")
+    if conc:
+        lg = _get(results, "langgraph", "levels") or {}
+        rows = []
+        for level, f in conc["levels"].items():
+            g = lg.get(level) or {}
+            rss = ", ".join(f"{k} {v}" for k, v in f["peak_rss_mib"].items())
+            rows.append(
+                [
+                    level,
+                    f["rps"],
+                    f["ideal_rps"],
+                    f"{f['of_ideal'] * 100:.1f}%",
+                    f["errors"],
+                    _get(f, "latency_ms", "p50"),
+                    _get(f, "latency_ms", "p99"),
+                    g.get("rps"),
+                    g.get("errors"),
+                    _get(g, "latency_ms", "p99"),
+                    _get(results, "ratios", "throughput_vs_langgraph", level),
+                    rss,
+                ]
+            )
+        skipped = _get(results, "langgraph", "skipped")
+        parts += [
+            "",
+            f"### Concurrency ({conc['path']}, {conc['model_calls_per_request']} model calls of "
+            f"{conc['model_latency_ms']:.0f} ms per request; closed loop)"
+            + (f" — LangGraph baseline skipped: {skipped}" if skipped else ""),
+            md_table(
+                [
+                    "sessions",
+                    "rps",
+                    "ideal rps",
+                    "of ideal",
+                    "errors",
+                    "p50 ms",
+                    "p99 ms",
+                    "LangGraph rps",
+                    "LG errors",
+                    "LG p99 ms",
+                    "rps ÷ LG",
+                    "peak RSS MiB (Sidekick)",
+                ],
+                rows,
+            ),
+        ]
+    idle = results.get("idle")
+    if idle:
+        parts += [
+            "",
+            "### Idle sockets",
+            md_table(
+                ["sockets", "opened", "gateway RSS before", "with sockets", "peak", "per socket"],
+                [
+                    [
+                        idle["sockets"],
+                        idle["opened"],
+                        f"{idle['gateway_rss_before_mib']} MiB",
+                        f"{idle['gateway_rss_mib']} MiB",
+                        f"{idle['gateway_peak_rss_mib']} MiB",
+                        f"{idle['per_socket_kib']} KiB",
+                    ]
+                ],
+            ),
+        ]
+    return "\n".join(parts) + "\n"

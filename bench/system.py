@@ -1,0 +1,294 @@
+"""Starting what the benches measure: an embedded nats-server, the fake model and the five
+services, each its own OS process started by the bench (so they inherit its raised fd limit and
+die with it), plus a sampler of every process's resident memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.runtime.natsserver import NatsServer, die_with_parent
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
+ROLES = ("frontline", "orchestrator", "worker", "evaluator")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def raise_fd_limit(want: int) -> int:
+    """Raise this process's open-file limit (children started later inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process in KiB, from /proc (Linux)."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    key, value = line.split(":", 1)
+                    out[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used, from /proc/<pid>/stat (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def cpu_ms_per(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    """CPU milliseconds each process spent per request between two snapshots."""
+    per = {k: round((after[k] - before.get(k, 0.0)) * 1000 / max(n, 1), 2) for k in after}
+    # What Sidekick itself costs: the five services and nats-server (not the client or the model).
+    per["sidekick"] = round(sum(v for k, v in per.items() if k in (*SERVICES, "nats-server")), 2)
+    return per
+
+
+class RssSampler:
+    """Samples VmRSS of named processes every `interval` s; `peaks()` is the largest seen (MiB)
+    since the last `reset()`. VmHWM is the kernel's lifetime peak, reported beside it."""
+
+    def __init__(self, pids: dict[str, int], interval: float = 0.25) -> None:
+        self.pids = pids
+        self.interval = interval
+        self._peak: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        for name, pid in self.pids.items():
+            rss = proc_status(pid).get("VmRSS", 0)
+            with self._lock:
+                self._peak[name] = max(self._peak.get(name, 0), rss)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._peak.clear()
+        self.sample()
+
+    def peaks(self) -> dict[str, float]:
+        self.sample()
+        with self._lock:
+            return {name: round(kib / 1024, 1) for name, kib in self._peak.items()}
+
+    def current(self) -> dict[str, float]:
+        return {n: round(proc_status(p).get("VmRSS", 0) / 1024, 1) for n, p in self.pids.items()}
+
+    def lifetime_peaks(self) -> dict[str, float]:
+        return {n: round(proc_status(p).get("VmHWM", 0) / 1024, 1) for n, p in self.pids.items()}
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class FakeModel:
+    """The bench's fake model server, in its own process."""
+
+    process: subprocess.Popen[str] | None = None
+    port: int = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout: float = 20.0) -> FakeModel:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.fake_model", "--port", "0"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=die_with_parent,
+        )
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = self.process.stdout.readline()
+        if not line.startswith("listening on ") or time.monotonic() > deadline:
+            self.stop()
+            raise RuntimeError(f"the fake model did not start: {line!r}")
+        self.port = int(line.split()[-1])
+        return self
+
+    def _call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(payload).encode() if payload is not None else None
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=data, method=method
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def configure(self, *, latency_ms: float = 0.0, token_gap_ms: float = 0.0) -> None:
+        self._call(
+            "POST", "/bench/config", {"latency_ms": latency_ms, "token_gap_ms": token_gap_ms}
+        )
+
+    def calls(self) -> dict[str, int]:
+        calls: dict[str, int] = self._call("GET", "/bench/stats")["calls"]
+        return calls
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@dataclass
+class Stack:
+    """nats-server, the fake model and the five services, started and stopped together."""
+
+    max_concurrency: int = 64
+    cache: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sidekick-bench-")))
+    namespace: str = field(default_factory=lambda: "bench" + uuid.uuid4().hex[:8])
+    gateway_port: int = field(default_factory=free_port)
+    nats: NatsServer | None = None
+    model: FakeModel = field(default_factory=FakeModel)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.gateway_port}/ws"
+
+    @property
+    def nats_url(self) -> str:
+        assert self.nats is not None
+        return self.nats.url
+
+    def pids(self) -> dict[str, int]:
+        pids = {name: p.pid for name, p in self.procs.items()}
+        if self.nats is not None and self.nats.process is not None:
+            pids["nats-server"] = self.nats.process.pid
+        if self.model.process is not None:
+            pids["fake-model"] = self.model.process.pid
+        pids["bench"] = os.getpid()
+        return pids
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
+        env.update(
+            {
+                "SIDEKICK_NATS_URL": self.nats_url,
+                "SIDEKICK_NAMESPACE": self.namespace,
+                "SIDEKICK_GATEWAY_PORT": str(self.gateway_port),
+                "SIDEKICK_LLM_BASE_URL": self.model.base_url,
+                "SIDEKICK_LLM_API_KEY": "bench-key",
+                "SIDEKICK_MAX_CONCURRENCY": str(self.max_concurrency),
+                "SIDEKICK_CACHE_ENABLED": "true" if self.cache else "false",
+                # Every bench session is the same anonymous principal on loopback; the
+                # per-principal limits are for people, and would refuse the load generator.
+                "SIDEKICK_RATE_LIMIT_PER_MINUTE": "0",
+                "SIDEKICK_MAX_CONCURRENT_REQUESTS": "0",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        for role in ROLES:
+            env[f"SIDEKICK_{role.upper()}_LLM_MODEL"] = f"bench-{role}"
+        env.update(self.extra_env)
+        return env
+
+    def start(self, timeout: float = 90.0) -> Stack:
+        self.nats = NatsServer(store_dir=self.workdir / "jetstream").start()
+        self.model.start()
+        env = self.env()
+        for name in SERVICES:
+            log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "services.cli", "run", name],
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+            )
+            log.close()
+        self._wait_ready(timeout)
+        return self
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def _ready(self, name: str) -> bool:
+        if name == "gateway":
+            try:
+                url = f"http://127.0.0.1:{self.gateway_port}/readyz"
+                with urllib.request.urlopen(url, timeout=1) as r:
+                    return bool(r.status == 200)
+            except OSError:
+                return False
+        return f"{name} ready (pid {self.procs[name].pid})" in self.log(name)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited early:\n{self.log(name)[-3000:]}")
+            if all(self._ready(n) for n in self.procs):
+                return
+            time.sleep(0.1)
+        tails = "\n".join(f"--- {n}\n{self.log(n)[-1500:]}" for n in self.procs)
+        raise TimeoutError(f"services did not become ready in {timeout:.0f}s:\n{tails}")
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.model.stop()
+        if self.nats is not None:
+            self.nats.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
