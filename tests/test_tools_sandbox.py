@@ -3,6 +3,11 @@ limits, no network and an empty environment; these run real child processes."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from services.workers.tools.python_sandbox import Limits, PythonSandbox
@@ -110,3 +115,35 @@ async def test_endless_output_is_cut_to_the_bound(sandbox: PythonSandbox) -> Non
     assert len(result.stdout) <= 2000 + 100
     assert result.stdout.startswith("line 0\n")
     assert "line 199999" in result.stdout  # the end is kept too
+
+
+async def test_the_code_cannot_read_hidden_folders_or_other_processes() -> None:
+    hidden = Path(tempfile.mkdtemp(prefix="sidekick-hidden-"))
+    visible = Path(tempfile.mkdtemp(prefix="sidekick-visible-"))
+    try:
+        for folder in (hidden, visible):
+            folder.chmod(0o755)  # readable by anyone: only the sandbox's own rule keeps it out
+            (folder / "note.txt").write_text("another session's note")
+            (folder / "note.txt").chmod(0o644)
+        sandbox = PythonSandbox(Limits(cpu_seconds=2, wall_seconds=10), hidden=(hidden,))
+        code = (
+            "import os\n"
+            f"print(open({str(visible / 'note.txt')!r}).read())\n"
+            "for attempt in (\n"
+            f"    lambda: open({str(hidden / 'note.txt')!r}).read(),\n"
+            f"    lambda: os.listdir({str(hidden)!r}),\n"
+            f"    lambda: open('/proc/{os.getpid()}/environ', 'rb').read(),\n"
+            "):\n"
+            "    try:\n"
+            "        print('READ', attempt())\n"
+            "    except PermissionError as exc:\n"
+            "        print('REFUSED', exc)\n"
+        )
+        result = await sandbox.run(code)
+    finally:
+        shutil.rmtree(hidden)
+        shutil.rmtree(visible)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "another session's note", result.render()
+    assert len(lines) == 4 and all(line.startswith("REFUSED") for line in lines[1:]), lines
+    assert all("outside what the sandbox may read" in line for line in lines[1:])

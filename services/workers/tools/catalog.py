@@ -56,6 +56,7 @@ class Clients:
             wall_seconds=settings.python_wall_seconds,
             output_chars=settings.python_output_chars,
         )
+        files_root = settings.files_root or data_dir / "files"
         return cls(
             http=http,
             browser=Browser(
@@ -63,10 +64,10 @@ class Clients:
                 timeout=settings.browser_timeout,
                 screenshot_dir=settings.browser_screenshot_dir,
             ),
-            python=PythonSandbox(limits, python=settings.python_executable),
-            files=Files(
-                settings.files_root or data_dir / "files", max_bytes=settings.files_max_bytes
+            python=PythonSandbox(
+                limits, python=settings.python_executable, hidden=(files_root, data_dir)
             ),
+            files=Files(files_root, max_bytes=settings.files_max_bytes),
             wikipedia=Wikipedia(http, settings.wikipedia_base_url),
             web=WebSearch(http, api_key=settings.brave_api_key, base_url=settings.brave_base_url),
             notifier=Notifier(

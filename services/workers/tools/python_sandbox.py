@@ -6,7 +6,9 @@ Limits, in layers:
   environment; which of these held is probed once per process and reported with each run;
 - in every case an audit hook in the child refuses socket connects, binds, sends and name
   look-ups (and, without a namespace, starting programs and loading C libraries, which would
-  get around the hook), and refuses raising its own resource limits;
+  get around the hook), refuses raising its own resource limits, and refuses opening or
+  listing other processes' /proc entries and the folders it is told to hide (the sessions'
+  files);
 - RLIMIT_CPU (CPU seconds), RLIMIT_AS (address space), RLIMIT_FSIZE, no core files;
 - a wall-clock limit after which the whole process group is killed;
 - an empty environment (no keys leak), `python -I`, a fresh temporary working directory that
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -32,7 +35,7 @@ NOBODY = 65534
 
 # Runs in the child before the user's code: limits first, then the hook, then the code.
 BOOTSTRAP = r"""
-import resource, sys
+import json, os, resource, sys
 cpu, mem, fsize, netns = (int(a) for a in sys.argv[1:5])
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
@@ -44,15 +47,27 @@ _NET = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.send
 _ESCAPE = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                      "os.fork", "os.forkpty", "pty.spawn", "ctypes.dlopen"})
 _LIMITS = frozenset({"resource.setrlimit", "resource.prlimit"})
-def _hook(event, args, _net=_NET, _escape=_ESCAPE, _limits=_LIMITS, _netns=netns):
+_FS = frozenset({"open", "os.listdir", "os.scandir"})
+_HIDDEN = tuple(json.loads(sys.argv[5]))
+_SELF = (f"/proc/{os.getpid()}", "/proc/self", "/proc/thread-self")
+def _hidden(path, _hidden=_HIDDEN, _self=_SELF, _real=os.path.realpath, _fs=os.fsdecode):
+    if not isinstance(path, (str, bytes)):
+        return False
+    real = _real(_fs(path))
+    if real.startswith("/proc/") and not real.startswith(_self):
+        return True  # other processes' environment and memory
+    return any(real == h or real.startswith(h + "/") for h in _hidden)
+def _hook(event, args, _net=_NET, _escape=_ESCAPE, _limits=_LIMITS, _netns=netns, _fsev=_FS):
     if event in _net:
         raise PermissionError(f"{event}: network access is not allowed in the sandbox")
     if event in _limits:
         raise PermissionError("changing resource limits is not allowed in the sandbox")
     if not _netns and event in _escape:
         raise PermissionError(f"{event}: starting programs is not allowed in the sandbox")
+    if event in _fsev and args and _hidden(args[0]):
+        raise PermissionError(f"{args[0]!r} is outside what the sandbox may read")
 sys.addaudithook(_hook)
-del resource, cpu, mem, fsize, netns, _hook
+del json, os, resource, cpu, mem, fsize, netns, _hook
 sys.argv = ["main.py"]
 with open("main.py", encoding="utf-8") as _f:
     _code = compile(_f.read(), "main.py", "exec")
@@ -148,8 +163,12 @@ class _Capture:
 
 
 class PythonSandbox:
-    def __init__(self, limits: Limits, *, python: str | None = None) -> None:
+    def __init__(
+        self, limits: Limits, *, python: str | None = None, hidden: tuple[Path, ...] = ()
+    ) -> None:
+        """`hidden`: folders the code may not open or list (e.g. every session's files)."""
         self.limits = limits
+        self.hidden = json.dumps([os.path.realpath(h) for h in hidden])
         self._python = python
         self._isolation: Isolation | None = None
         self._lock = asyncio.Lock()
@@ -179,6 +198,7 @@ class PythonSandbox:
                 str(limits.memory_bytes),
                 str(limits.file_bytes),
                 "1" if iso.netns else "0",
+                self.hidden,
             ]
             proc = await asyncio.create_subprocess_exec(
                 *argv,
