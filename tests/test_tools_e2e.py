@@ -78,12 +78,11 @@ def tools_system(
     sys_.stop()
 
 
-def decide_tools(body: dict[str, Any]) -> dict[str, Any]:
-    """The orchestrator: TOOLS, with the user's message as the task."""
-    message = last_user(body).split("\n")[1]
-    return {
+def decide_tools(task: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The orchestrator's script: TOOLS, with this task."""
+    return lambda body: {
         "worker_type": "TOOLS",
-        "task_description": message,
+        "task_description": task,
         "parameters": [],
         "success_criteria": "Does what the user asked, using the tools.",
     }
@@ -125,10 +124,11 @@ async def test_the_model_browses_a_page_in_real_chromium_and_answers_with_what_i
         said = next(line for line in results[-1]["content"].splitlines() if "secret word" in line)
         return Reply(f"The page says: {said}")
 
-    fake_llm.script("fake-orchestrator", decide_tools)
+    ask = f"Please browse {url} and tell me what it says"
+    fake_llm.script("fake-orchestrator", decide_tools(ask))
     fake_llm.script(MODEL, model)
     async with Client(tools_system.ws_url, events=True) as client:
-        convo = await client.ask(f"Please browse {url} and tell me what it says")
+        convo = await client.ask(ask)
     assert convo.errors == []
     assert convo.text == f"The page says: {sentence}"
     assert convo.end["status"] == "completed"
@@ -161,7 +161,7 @@ async def test_the_model_reads_wikipedia_through_the_tools(
             return Reply(tool_calls=[tool_call("wikipedia_page", {"title": title.group(1)})])
         return Reply("Wikipedia: " + results[-1]["content"].split(". ", 1)[1])
 
-    fake_llm.script("fake-orchestrator", decide_tools)
+    fake_llm.script("fake-orchestrator", decide_tools("Look up quince cheese on Wikipedia"))
     fake_llm.script(MODEL, model)
     async with Client(tools_system.ws_url, events=True) as client:
         convo = await client.ask("Please search Wikipedia for quince cheese")
@@ -177,7 +177,7 @@ async def test_a_model_that_never_answers_is_stopped_at_the_step_limit_and_the_u
     def model(body: dict[str, Any]) -> Reply:
         return Reply(tool_calls=[tool_call("files_list", {})])
 
-    fake_llm.script("fake-orchestrator", decide_tools)
+    fake_llm.script("fake-orchestrator", decide_tools("List my files"))
     fake_llm.script(MODEL, model)
     async with Client(tools_system.ws_url, events=True) as client:
         convo = await client.ask("Please route this: list my files forever")
@@ -206,7 +206,7 @@ async def test_a_notification_in_a_task_delivered_twice_is_pushed_once(
             return Reply("never delivered", wait=release)
         return Reply(f"Notify said: {results[-1]['content']}")
 
-    fake_llm.script("fake-orchestrator", decide_tools)
+    fake_llm.script("fake-orchestrator", decide_tools("Send me a notification"))
     fake_llm.script(MODEL, model)
     async with Client(tools_system.ws_url, events=True) as client:
         await client.send({"uuid": client.uuid, "message": "Please route: notify me"})
