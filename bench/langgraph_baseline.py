@@ -10,8 +10,8 @@ and the orchestrator's decisions in front of the seed's loop:
 
 State is kept per session by LangGraph's in-memory checkpointer (as the seed does), one
 `AsyncOpenAI` client is shared, the prompts carry the same text and markers as Sidekick's so
-the fake model answers both alike. Runs one concurrency level per process (so its peak RSS is
-that level's): `python -m bench.langgraph_baseline --base-url ... --sessions 200` prints JSON.
+the fake model answers both alike. Runs in its own process;
+`python -m bench.langgraph_baseline --base-url ... --levels 50,200` prints JSON.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pydantic import BaseModel
 
 from bench.client import EXPECT, PATHS, Outcome, unique
 from bench.load import Window, window_figures
-from bench.system import proc_status
+from bench.system import RssSampler
 from contracts.decisions import FrontlineDecision, OrchestratorDecision, Verdict
 from services.evaluator.prompts import SYSTEM as EVALUATOR_SYSTEM
 from services.evaluator.prompts import judge_text
@@ -190,10 +190,8 @@ def _turn(state: State, answer: str) -> State:
 
 
 async def run_level(
-    base_url: str, sessions: int, path: str, latency_ms: float, duration: float
+    graph: Any, sessions: int, path: str, latency_ms: float, duration: float
 ) -> dict[str, Any]:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", timeout=60, max_retries=3)
-    graph = build_graph(client)
     message, calls = PATHS[path]
     expect = EXPECT[path]
     request_s = calls * latency_ms / 1000
@@ -222,24 +220,39 @@ async def run_level(
                 errors[out.error] += 1
 
     await asyncio.gather(*(session() for _ in range(sessions)))
-    figures = window_figures(window, sessions, calls, latency_ms, errors)
-    figures["peak_rss_mib"] = {
-        "langgraph": round(proc_status(os.getpid()).get("VmHWM", 0) / 1024, 1)
-    }
-    await client.close()
-    return figures
+    return window_figures(window, sessions, calls, latency_ms, errors)
+
+
+async def run_levels(
+    base_url: str, levels: list[int], path: str, latency_ms: float, duration: float
+) -> dict[str, Any]:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", timeout=60, max_retries=3)
+    sampler = RssSampler({"langgraph": os.getpid()}).start()
+    out: dict[str, Any] = {"levels": {}}
+    try:
+        for n in levels:
+            sampler.reset()
+            # A fresh graph (and checkpointer) per level, as a fresh process would have.
+            figures = await run_level(build_graph(client), n, path, latency_ms, duration)
+            figures["peak_rss_mib"] = sampler.peaks()
+            out["levels"][str(n)] = figures
+    finally:
+        sampler.stop()
+        await client.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.langgraph_baseline", description=__doc__)
     parser.add_argument("--base-url", required=True)
-    parser.add_argument("--sessions", type=int, required=True)
+    parser.add_argument("--levels", required=True, help="concurrent sessions, e.g. 50,200,1000")
     parser.add_argument("--path", default="orchestrated_1", choices=sorted(PATHS))
     parser.add_argument("--latency-ms", type=float, default=500.0)
     parser.add_argument("--duration", type=float, default=20.0)
     args = parser.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
     figures = asyncio.run(
-        run_level(args.base_url, args.sessions, args.path, args.latency_ms, args.duration)
+        run_levels(args.base_url, levels, args.path, args.latency_ms, args.duration)
     )
     print(json.dumps(figures), flush=True)
     return 0

@@ -36,12 +36,12 @@ FULL = {
     "hold": 5.0,
 }
 QUICK = {
-    "requests": 20,
-    "warmup": 3,
-    "stream_requests": 20,
+    "requests": 10,
+    "warmup": 2,
+    "stream_requests": 10,
     "levels": "4,16",
     "latency_ms": 50.0,
-    "duration": 2.0,
+    "duration": 1.5,
     "idle": 50,
     "hold": 0.5,
 }
@@ -91,18 +91,18 @@ def loadavg() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def langgraph_level(stack: Stack, sessions: int, args: argparse.Namespace) -> dict[str, Any]:
+def langgraph_levels(stack: Stack, levels: list[int], args: argparse.Namespace) -> dict[str, Any]:
     proc = subprocess.run(
         [
             sys.executable,
             *("-m", "bench.langgraph_baseline", "--base-url", stack.model.base_url),
-            *("--sessions", str(sessions), "--path", args.path),
+            *("--levels", ",".join(str(n) for n in levels), "--path", args.path),
             *("--latency-ms", str(args.latency_ms), "--duration", str(args.duration)),
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=args.duration + 300,
+        timeout=len(levels) * (args.duration + 120),
         preexec_fn=die_with_parent,
     )
     if proc.returncode != 0:
@@ -151,15 +151,12 @@ async def run_parts(stack: Stack, sampler: RssSampler, args: argparse.Namespace)
                 }
             else:
                 stack.model.configure(latency_ms=args.latency_ms)
-                lg: dict[str, Any] = {"levels": {}}
                 try:
-                    for n in levels:
-                        lg["levels"][str(n)] = await asyncio.to_thread(
-                            langgraph_level, stack, n, args
-                        )
+                    results["langgraph"] = await asyncio.to_thread(
+                        langgraph_levels, stack, levels, args
+                    )
                 finally:
                     stack.model.configure(latency_ms=0)
-                results["langgraph"] = lg
         mark(part, started)
     return results
 
