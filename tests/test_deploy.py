@@ -245,7 +245,26 @@ def test_every_container_runs_locked_down_with_probes_and_resources(overlay: str
         assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
         assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
         assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
-        assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in spec["volumes"]
+        assert any(v["name"] == "tmp" and "emptyDir" in v for v in spec["volumes"])
+        assert re.fullmatch(r"registry\.example\.com/sidekick(-browser)?:[\w.]+", c["image"]), (
+            "the overlay sets the registry and tag of every Sidekick image"
+        )
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_tools_workers_run_the_browser_image_with_shared_memory(overlay: str) -> None:
+    for deployment in find(rendered(overlay), "Deployment"):
+        (c, *_) = containers(deployment)
+        tools = deployment["metadata"]["name"] == "sidekick-worker-tools"
+        assert ("sidekick-browser:" in c["image"]) == tools, deployment["metadata"]["name"]
+    (tools,) = find(rendered(overlay), "Deployment", "sidekick-worker-tools")
+    (c,) = containers(tools)
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    (shm,) = [v for v in tools["spec"]["template"]["spec"]["volumes"] if v["name"] == "dshm"]
+    assert shm["emptyDir"]["medium"] == "Memory"
+    (general,) = find(rendered(overlay), "Deployment", "sidekick-worker-general")
+    memory = [containers(d)[0]["resources"]["limits"]["memory"] for d in (tools, general)]
+    assert memory[0] != memory[1], "Chromium gets more memory than a plain worker"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -421,16 +440,32 @@ def test_hadolint_fails_a_careless_dockerfile(tmp_path: Path) -> None:
     assert "DL3007" in out.stdout and "DL3008" in out.stdout
 
 
+def stages(dockerfile: str) -> dict[str, tuple[str, str]]:
+    """Stage name -> (what it is FROM, its instructions)."""
+    parts = re.split(r"^FROM (\S+) AS (\S+)$", dockerfile, flags=re.M)
+    return {
+        name: (base, body)
+        for base, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True)
+    }
+
+
 def test_the_image_is_multi_stage_non_root_and_its_context_has_what_it_copies() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    assert stages == ["python:3.11-slim", "python:3.11-slim"]
-    final = dockerfile.rsplit("\nFROM ", 1)[1]
-    assert re.search(r"^USER 10001", final, re.M), "the final stage runs as a numeric non-root user"
-    assert "pip install" not in final and "apt-get" not in final, (
-        "nothing is built in the final stage"
-    )
-    assert 'ENTRYPOINT ["sidekick"]' in final
+    by_name = stages(dockerfile)
+    default = list(by_name)[-1]
+    chain, stage = [], default
+    while stage in by_name:
+        chain.append(stage)
+        stage = by_name[stage][0]
+    assert stage == "python:3.11-slim", "the image is built on python:3.11-slim"
+    for name in chain:
+        body = by_name[name][1]
+        assert "pip install" not in body and "apt-get" not in body, f"{name} builds nothing"
+    for target in (default, "browser"):
+        body = by_name[target][1]
+        assert re.findall(r"^USER (\S+)", body, re.M)[-1] == "10001:10001", target
+    assert "--from=build" in by_name["base"][1], "the package comes from the build stage"
+    assert 'ENTRYPOINT ["sidekick"]' in by_name["base"][1]
     allowed = [
         line[1:].rstrip("/")
         for line in (ROOT / ".dockerignore").read_text().splitlines()
