@@ -89,16 +89,20 @@
     }
   }
 
-  function step(c, text, cls) {
+  // A progress line; `parts` are strings or [cssClass, text] pairs for emphasis.
+  function step(c, ...parts) {
     c.progress.hidden = false;
     const li = document.createElement("li");
-    if (cls) {
-      const mark = document.createElement("span");
-      mark.className = cls;
-      mark.textContent = cls === "verdict-pass" ? "Passed" : "Not yet";
-      li.append(mark, " ");
+    for (const part of parts) {
+      if (typeof part === "string") {
+        li.append(part);
+      } else {
+        const em = document.createElement("strong");
+        em.className = part[0];
+        em.textContent = part[1];
+        li.append(em);
+      }
     }
-    li.append(text);
     c.steps.appendChild(li);
   }
 
@@ -120,12 +124,13 @@
         step(c, "Attempt " + n + " with " + worker);
         break;
       case "evaluated": {
-        let text = "attempt " + n + ", score " + f.score + "/100";
-        if (f.feedback) text += ". Feedback: " + f.feedback;
+        let text = ", score " + f.score + "/100.";
+        if (f.feedback) text += " Feedback: " + f.feedback;
         if (f.suggestions && f.suggestions.length) {
           text += " Suggestions: " + f.suggestions.join("; ");
         }
-        step(c, text, f.passed ? "verdict-pass" : "verdict-fail");
+        const verdict = f.passed ? ["verdict-pass", "passed"] : ["verdict-fail", "not passed"];
+        step(c, "Attempt " + n + " judged: ", verdict, text);
         break;
       }
       default:
