@@ -310,6 +310,13 @@ def test_only_the_gateway_is_reachable_and_only_model_callers_reach_the_internet
         for p in r["http"]["paths"]
     }
     assert backends == {"sidekick-gateway"}
+    public = {p["path"] for r in ingress["spec"]["rules"] for p in r["http"]["paths"]}
+    assert public.isdisjoint({"/metrics", "/healthz", "/readyz"})
+    assert all(
+        p["pathType"] != "Prefix" or p["path"] != "/"
+        for r in ingress["spec"]["rules"]
+        for p in r["http"]["paths"]
+    ), "a / prefix would publish /metrics"
     annotations = ingress["metadata"]["annotations"]
     assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
 
