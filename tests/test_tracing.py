@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +60,9 @@ async def test_a_retried_request_is_one_trace_with_an_attempt_span_per_try(
         convo = await client.ask("search and explain tracing")
     trace_id = convo.end["metadata"]["trace_id"]
     assert trace_id and len(trace_id) == 32
+    request_id = convo.end["request_id"]
+    with urllib.request.urlopen(f"{traced.http_url}/api/workflows/{request_id}") as resp:
+        assert json.load(resp)["state"]["trace_id"] == trace_id
 
     def complete() -> list[Span]:
         spans = otlp.trace(trace_id)

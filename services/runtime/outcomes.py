@@ -106,7 +106,11 @@ def _status_changes(event: Outcome) -> dict[str, Any]:
             "status": "awaiting_clarification",
             "clarification_questions": [q.model_dump() for q in event.questions],
         }
-    done: dict[str, Any] = {"completed_at": utcnow(), "clarification_questions": []}
+    done: dict[str, Any] = {
+        "completed_at": utcnow(),
+        "clarification_questions": [],
+        "trace_id": event.trace_id,
+    }
     if isinstance(event, RequestCompleted):
         return {
             **done,
