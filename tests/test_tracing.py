@@ -75,6 +75,9 @@ async def test_a_retried_request_is_one_trace_with_an_attempt_span_per_try(
         assert time.monotonic() < deadline, f"spans seen: {[s.name for s in otlp.trace(trace_id)]}"
         await asyncio.sleep(0.1)
 
+    (root,) = [s for s in spans if s.name == "request received"]
+    assert root.service == "sidekick-gateway" and root.parent_id == ""
+    assert len(descendants(spans, root)) == len(spans) - 1, "every span hangs under the root"
     services = {s.service for s in spans}
     for name in ("gateway", "frontline", "orchestrator", "workers", "evaluator"):
         assert f"sidekick-{name}" in services, services

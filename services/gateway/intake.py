@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import nats.js.errors
 from nats.js.kv import KeyValue
+from opentelemetry import trace
 from pydantic import Field
 
 from contracts import (
@@ -30,8 +31,10 @@ from services.gateway.limits import Limits
 from services.runtime.bus import Bus, ensure_bucket, msg_id
 from services.runtime.kvstore import get_model, key_for, mutate
 from services.runtime.outcomes import create_status
+from services.runtime.telemetry import current_trace_id
 
 log = logging.getLogger("sidekick.gateway")
+tracer = trace.get_tracer("sidekick.gateway")
 
 INDEX_LIMIT = 500
 
@@ -115,6 +118,18 @@ class Intake:
             skip_cache=req.skip_cache,
             principal=principal,
         )
+        # The root of the request's trace: every hop after this one is its descendant.
+        with tracer.start_as_current_span(
+            "request received",
+            kind=trace.SpanKind.SERVER,
+            attributes={"sidekick.request_id": request_id, "sidekick.principal": principal},
+        ):
+            await self._accept(principal, request_id, req, event)
+        return True
+
+    async def _accept(
+        self, principal: str, request_id: str, req: Request, event: ChatRequested
+    ) -> None:
         status = RequestStatus(
             request_id=request_id,
             session_id=req.session_id,
@@ -122,6 +137,7 @@ class Intake:
             text=req.text,
             success_criteria=req.success_criteria,
             status="queued",
+            trace_id=current_trace_id(),
         )
         try:
             if not await create_status(self.bus, status):
@@ -139,7 +155,6 @@ class Intake:
             raise Unavailable(
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
             ) from exc
-        return True
 
     async def answer(
         self,
