@@ -264,8 +264,11 @@ def frontline() -> dict[str, Any]:
                 [
                     ts("Direct answers / s by outcome", (direct, "{{outcome}}"), unit="reqps"),
                     ts(
-                        "Cache lookups / s by result",
-                        (total("sidekick_cache_lookups_total", "result"), "{{result}}"),
+                        "Cancellations / s seen by frontline",
+                        (
+                            total("sidekick_cancellations_total", "", 'service="frontline"'),
+                            "cancels",
+                        ),
                         unit="ops",
                     ),
                     lag_panel("sidekick_frontline"),
@@ -309,6 +312,22 @@ def orchestrator() -> dict[str, Any]:
                         "Clarifications / s by source",
                         (total("sidekick_clarifications_total", "source"), "{{source}}"),
                         unit="ops",
+                        w=8,
+                    ),
+                    ts(
+                        "Semantic cache lookups / s by result",
+                        (total("sidekick_cache_lookups_total", "result"), "{{result}}"),
+                        unit="ops",
+                        w=8,
+                    ),
+                    ts(
+                        "Cancellations / s seen by the orchestrator",
+                        (
+                            total("sidekick_cancellations_total", "", 'service="orchestrator"'),
+                            "cancels",
+                        ),
+                        unit="ops",
+                        w=8,
                     ),
                     lag_panel("sidekick_orchestrator_.+"),
                 ],
