@@ -10,9 +10,16 @@ import uuid
 import websockets
 
 
-async def chat(url: str, session: str | None, criteria: str | None, show_events: bool) -> int:
+async def chat(
+    url: str,
+    session: str | None,
+    criteria: str | None,
+    show_events: bool,
+    token: str | None = None,
+) -> int:
     session = session or uuid.uuid4().hex[:12]
-    async with websockets.connect(url, max_size=None) as ws:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with websockets.connect(url, max_size=None, additional_headers=headers) as ws:
         await ws.send(json.dumps({"init": True, "uuid": session, "events": True}))
         print(f"connected to {url} as session {session}; type a message, Ctrl-D to quit")
         loop = asyncio.get_running_loop()
@@ -37,6 +44,10 @@ async def chat(url: str, session: str | None, criteria: str | None, show_events:
                     sys.stdout.flush()
                 elif "error" in data:
                     sys.stdout.write(f"\n[error {data['error'].get('code')}] ")
+                elif data.get("event") == "clarification":
+                    for q in data.get("questions", []):
+                        sys.stdout.write(f"\n  ? {q.get('question')}")
+                    sys.stdout.write("\n  (your next message answers)")
                 elif data.get("event") == "progress" and show_events:
                     sys.stdout.write(f"\n  · {data.get('stage')}: {data.get('detail', '')}\n")
                 elif "on_chat_model_end" in data:

@@ -73,6 +73,23 @@ def main(argv: list[str] | None = None) -> int:
     p_chat.add_argument("--session", default=None, help="session uuid to use or resume")
     p_chat.add_argument("--criteria", default=None, help="success criteria for every message")
     p_chat.add_argument("--quiet", action="store_true", help="hide progress lines")
+    p_chat.add_argument(
+        "--token",
+        default=None,
+        help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
+    )
+
+    p_natsconf = sub.add_parser(
+        "nats-config", help="print a locked-down nats-server config (one user per service)"
+    )
+    p_natsconf.add_argument("--namespace", default=None, help="default $SIDEKICK_NAMESPACE")
+    p_natsconf.add_argument("--admin", action="store_true", help="add an unrestricted admin user")
+    p_natsconf.add_argument("--tls-cert", type=Path, default=None, help="server certificate")
+    p_natsconf.add_argument("--tls-key", type=Path, default=None, help="server private key")
+    p_natsconf.add_argument("--tls-ca", type=Path, default=None, help="CA for client certs")
+    p_natsconf.add_argument(
+        "--tls-verify", action="store_true", help="require client certificates (mutual TLS)"
+    )
 
     p_outbox = sub.add_parser("outbox", help="show mail kept unsent in the local outbox")
     p_outbox.add_argument("--url", default=None, help="gateway, default http://127.0.0.1:8080")
@@ -107,12 +124,25 @@ def main(argv: list[str] | None = None) -> int:
             limit=args.limit,
             as_json=args.json,
         )
+    if args.command == "nats-config":
+        from services.runtime import natsauth
+        from services.runtime.settings import Settings
+
+        tls = None
+        if args.tls_cert or args.tls_key:
+            if not (args.tls_cert and args.tls_key):
+                parser.error("--tls-cert and --tls-key go together")
+            tls = natsauth.TLS(args.tls_cert, args.tls_key, args.tls_ca, args.tls_verify)
+        namespace = args.namespace or Settings().namespace
+        print(natsauth.render(namespace, admin=args.admin, tls=tls), end="")
+        return 0
     if args.command == "chat":
         from services.chat import chat
 
         url = args.url or f"ws://127.0.0.1:{os.environ.get('SIDEKICK_GATEWAY_PORT', '8080')}/ws"
         try:
-            return asyncio.run(chat(url, args.session, args.criteria, not args.quiet))
+            token = args.token or os.environ.get("SIDEKICK_TOKEN")
+            return asyncio.run(chat(url, args.session, args.criteria, not args.quiet, token))
         except (KeyboardInterrupt, EOFError):
             return 0
         except OSError as exc:

@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.runtime.natsauth import Credentials, write_config
 from services.runtime.natsserver import NatsServer, die_with_parent
 
 log = logging.getLogger("sidekick.up")
@@ -67,12 +68,26 @@ class Supervisor:
 
     def start(self) -> str:
         nats_url = self.nats_url
+        creds: Credentials | None = None
         if nats_url is None:
-            self.nats = NatsServer(store_dir=self.data_dir / "jetstream").start()
+            # Locked down: one NATS user per service, limited to its own subjects, with
+            # passwords made for this run, known only to nats-server and that service.
+            creds = Credentials.generate()
+            namespace = os.environ.get("SIDEKICK_NAMESPACE", "sidekick")
+            config = write_config(self.data_dir / "nats.conf", namespace)
+            self.nats = NatsServer(
+                store_dir=self.data_dir / "jetstream",
+                config_file=config,
+                env={**os.environ, **creds.env()},
+            ).start()
             nats_url = self.nats.url
-            print(f"nats-server (JetStream, data in {self.data_dir}) on {nats_url}", flush=True)
-        env = self._env(nats_url)
+            print(
+                f"nats-server (JetStream, data in {self.data_dir}) on {nats_url}; "
+                "each service has its own user (see docs/nats-security.md)",
+                flush=True,
+            )
         for name in SERVICES:
+            env = self._env(creds.url(nats_url, name) if creds else nats_url)
             child = Child(name, [sys.executable, "-m", "services.cli", "run", name], env)
             child.start()
             self.children.append(child)

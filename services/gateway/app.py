@@ -78,7 +78,9 @@ def build(settings: Settings) -> ServiceHost:
     # Every gateway replica hears every client-bound event (core NATS, no queue group) on one
     # subscription, so chunks, progress and the end arrive in the order they were published,
     # and delivers each to the sockets it holds for that session.
-    @broker.subscriber(s.out_all)
+    # no_reply: events published on JetStream carry the publisher's ack inbox as reply
+    # subject; answering it would race the server's PubAck (and NATS permissions forbid it).
+    @broker.subscriber(s.out_all, no_reply=True)
     async def on_out(msg: NatsMessage) -> None:
         try:
             event = parse_event(msg.raw_message.data)

@@ -41,6 +41,8 @@ class NatsServer:
     port: int = -1
     host: str = "127.0.0.1"
     config_file: Path | None = None
+    # The server's environment (e.g. the passwords a generated config refers to); None = ours.
+    env: dict[str, str] | None = None
     process: subprocess.Popen[str] | None = None
     log_lines: list[str] = field(default_factory=list)
 
@@ -59,6 +61,7 @@ class NatsServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            env=self.env,
             preexec_fn=die_with_parent,
         )
         found = threading.Event()
