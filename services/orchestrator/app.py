@@ -14,7 +14,7 @@ from contracts import (
 from services.orchestrator.cache import SemanticCache
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.parking import ParkingLot
-from services.runtime.bus import Bus, ensure_bucket
+from services.runtime.bus import Bus
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
 from services.runtime.settings import LLMConfig, Role, Settings
@@ -60,7 +60,7 @@ def build(settings: Settings) -> ServiceHost:
 
     async def ready() -> None:
         await cache.start()
-        parking.start(await ensure_bucket(bus.js, s.bucket("parked")), orch.on_parked_timeout)
+        parking.start(await bus.bucket("parked"), orch.on_parked_timeout)
 
     async def stop() -> None:
         await parking.stop()

@@ -66,8 +66,9 @@ class Buckets:
     cache: KeyValue
 
 
-async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+async def ensure_stream(js: JetStreamContext, config: StreamConfig, *, replicas: int = 1) -> None:
     """Create the stream, or bring an existing one to this configuration."""
+    config.num_replicas = replicas
     try:
         await js.add_stream(config)
     except nats.js.errors.BadRequestError:
@@ -75,17 +76,21 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
 
 
 async def ensure_bucket(
-    js: JetStreamContext, name: str, *, history: int = 1, ttl: float = 0
+    js: JetStreamContext, name: str, *, history: int = 1, ttl: float = 0, replicas: int = 1
 ) -> KeyValue:
     try:
         return await js.key_value(name)
     except nats.js.errors.BucketNotFoundError:
         return await js.create_key_value(
-            KeyValueConfig(bucket=name, history=history, ttl=ttl, storage=StorageType.FILE)
+            KeyValueConfig(
+                bucket=name, history=history, ttl=ttl, storage=StorageType.FILE, replicas=replicas
+            )
         )
 
 
-async def ensure_topology(js: JetStreamContext, subjects: Subjects) -> Buckets:
+async def ensure_topology(
+    js: JetStreamContext, subjects: Subjects, *, replicas: int = 1
+) -> Buckets:
     """Idempotently create every stream and bucket; safe to run from every replica."""
     await ensure_stream(
         js,
@@ -97,6 +102,7 @@ async def ensure_topology(js: JetStreamContext, subjects: Subjects) -> Buckets:
             max_age=DAY,
             duplicate_window=10 * 60,
         ),
+        replicas=replicas,
     )
     await ensure_stream(
         js,
@@ -108,6 +114,7 @@ async def ensure_topology(js: JetStreamContext, subjects: Subjects) -> Buckets:
             max_age=7 * DAY,
             duplicate_window=10 * 60,
         ),
+        replicas=replicas,
     )
     await ensure_stream(
         js,
@@ -118,14 +125,27 @@ async def ensure_topology(js: JetStreamContext, subjects: Subjects) -> Buckets:
             storage=StorageType.FILE,
             max_age=30 * DAY,
         ),
+        replicas=replicas,
     )
     return Buckets(
-        requests=await ensure_bucket(js, subjects.requests_bucket, history=1, ttl=7 * DAY),
-        sessions=await ensure_bucket(js, subjects.sessions_bucket, history=1, ttl=30 * DAY),
-        results=await ensure_bucket(js, subjects.results_bucket, history=1, ttl=7 * DAY),
-        ledger=await ensure_bucket(js, subjects.ledger_bucket, history=1, ttl=30 * DAY),
-        status=await ensure_bucket(js, subjects.status_bucket, history=1, ttl=30 * DAY),
-        cache=await ensure_bucket(js, subjects.cache_bucket, history=1, ttl=30 * DAY),
+        requests=await ensure_bucket(
+            js, subjects.requests_bucket, history=1, ttl=7 * DAY, replicas=replicas
+        ),
+        sessions=await ensure_bucket(
+            js, subjects.sessions_bucket, history=1, ttl=30 * DAY, replicas=replicas
+        ),
+        results=await ensure_bucket(
+            js, subjects.results_bucket, history=1, ttl=7 * DAY, replicas=replicas
+        ),
+        ledger=await ensure_bucket(
+            js, subjects.ledger_bucket, history=1, ttl=30 * DAY, replicas=replicas
+        ),
+        status=await ensure_bucket(
+            js, subjects.status_bucket, history=1, ttl=30 * DAY, replicas=replicas
+        ),
+        cache=await ensure_bucket(
+            js, subjects.cache_bucket, history=1, ttl=30 * DAY, replicas=replicas
+        ),
     )
 
 
@@ -143,7 +163,15 @@ class Bus:
     async def setup(self) -> None:
         client: Client = await self.broker.connect()
         self._js = client.jetstream()
-        self._buckets = await ensure_topology(self._js, self.subjects)
+        self._buckets = await ensure_topology(
+            self._js, self.subjects, replicas=self.settings.stream_replicas
+        )
+
+    async def bucket(self, name: str, *, ttl: float = 0) -> KeyValue:
+        """A further KV bucket of this namespace, created if missing."""
+        return await ensure_bucket(
+            self.js, self.subjects.bucket(name), ttl=ttl, replicas=self.settings.stream_replicas
+        )
 
     @property
     def connected(self) -> bool:

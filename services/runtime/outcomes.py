@@ -22,7 +22,7 @@ from contracts import (
 )
 from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import get_model, key_for, mutate, put_if
-from services.runtime.metrics import REQUESTS
+from services.runtime.metrics import REQUEST_DURATION, REQUESTS
 from services.runtime.telemetry import current_trace_id
 
 MAX_STORED_TURNS = 50
@@ -87,6 +87,14 @@ async def update_status(bus: Bus, request_id: str, **changes: Any) -> RequestSta
         return cur.model_validate({**cur.model_dump(), **changes, "updated_at": utcnow()})
 
     return await mutate(bus.kv.status, request_id, RequestStatus, change)
+
+
+def _labels(event: RequestCompleted | RequestFailed | RequestCancelled) -> tuple[str, str]:
+    if isinstance(event, RequestCompleted):
+        return event.status, event.route
+    if isinstance(event, RequestFailed):
+        return "failed", "none"
+    return "cancelled", "none"
 
 
 def _subject(bus: Bus, event: Outcome) -> str:
@@ -167,17 +175,16 @@ async def finish(bus: Bus, event: Outcome, *, user_message: str) -> Outcome:
     if terminal and event.trace_id is None:  # type: ignore[union-attr]
         event = event.model_copy(update={"trace_id": current_trace_id()})
     winner = await _claim(bus, event)
-    await update_status(bus, winner.request_id, **_status_changes(winner))
+    status = await update_status(bus, winner.request_id, **_status_changes(winner))
     await update_session(
         bus, winner.session_id, lambda rec: _session_after(rec, winner, user_message)
     )
-    if winner is event:
-        if isinstance(event, RequestCompleted):
-            REQUESTS.labels(event.status, event.route).inc()
-        elif isinstance(event, RequestFailed):
-            REQUESTS.labels("failed", "none").inc()
-        elif isinstance(event, RequestCancelled):
-            REQUESTS.labels("cancelled", "none").inc()
+    if winner is event and not isinstance(event, ClarificationRequested):
+        outcome, route = _labels(event)
+        REQUESTS.labels(outcome, route).inc()
+        if status is not None:
+            took = (utcnow() - status.created_at).total_seconds()
+            REQUEST_DURATION.labels(outcome, route).observe(took)
     step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
     key = msg_id(winner.request_id, step)
     # The stream drops a duplicate publish, but core subscribers (gateways) would still see it,

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     )
     history_turns: int = Field(default=4, ge=0, description="Turns of history the agents see.")
 
+    stream_replicas: int = Field(
+        default=1, ge=1, le=5, description="Replicas of every stream and bucket (3 on a cluster)."
+    )
     ack_wait: float = Field(default=120.0, gt=0, description="JetStream ack wait, seconds.")
     heartbeat_interval: float = Field(default=15.0, gt=0, description="in-progress every N s.")
     max_deliver: int = Field(default=5, ge=2)
