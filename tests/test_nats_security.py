@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from contracts import Subjects
 from services.runtime.bus import ensure_topology
 from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
 from services.runtime.natsserver import NatsServer
-from tests.fakes.openai_server import FakeOpenAI, verdict
+from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
 from tests.gateway_client import wait_status
 from tests.harness import ROOT, Client, System, free_port, llm_env
 
@@ -187,6 +188,16 @@ async def test_every_service_does_its_work_under_its_own_user(
         assert parked.end["status"] == "awaiting_clarification"
         resumed = await client.ask("Lisbon")
         assert resumed.end["status"] == "completed"
+        hold = threading.Event()
+        fake_llm.script("fake-worker", lambda body: Reply("slow", wait=hold))
+        try:
+            await client.send({"uuid": client.uuid, "message": "search slowly"})
+            ack = await client.recv()
+            await client.send({"cancel": ack["request_id"]})
+            cancelled = await client.until_end()
+            assert cancelled.end["status"] == "cancelled"
+        finally:
+            hold.set()
     async with httpx.AsyncClient(base_url=system.http_url) as http:
         created = await http.post("/api/workflows", json={"text": "search the tides"})
         rid = created.json()["workflow_id"]

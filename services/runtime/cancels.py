@@ -29,7 +29,9 @@ class Cancellations:
         self.seen: OrderedDict[str, str] = OrderedDict()
         self.running: dict[str, set[asyncio.Task[object]]] = {}
 
-        @bus.broker.subscriber(bus.subjects.request_cancel)
+        # no_reply: the cancel is published on JetStream, so it carries the publisher's ack
+        # inbox; answering it would race the server's PubAck (NATS permissions forbid it).
+        @bus.broker.subscriber(bus.subjects.request_cancel, no_reply=True)
         async def on_cancel(msg: NatsMessage) -> None:
             try:
                 event = CancelRequested.model_validate_json(msg.raw_message.data)
