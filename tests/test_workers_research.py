@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts import Source
+from contracts import Source, WorkflowStatus
 from services.workers import freshness
 from services.workers.research import ResearchWorker
 from services.workers.settings import WorkerSettings
@@ -231,3 +231,23 @@ async def test_research_without_a_brave_key_says_so_and_calls_no_model(
     done = await worker(fake_llm, brave, brave_api_key="").run(task("RESEARCH", "Research x"))
     assert not done.success and "BRAVE_SEARCH_API_KEY" in (done.error or "")
     assert fake_llm.chat_calls("fake-worker") == [] and brave.requests == []
+
+
+async def test_research_shows_each_pipeline_step_in_the_request_status(
+    fake_llm: FakeOpenAI, brave: FakeBrave, pages: PageServer
+) -> None:
+    brave.news["latest chip news"] = [
+        result("Chips", pages.url("/live", "127.0.0.1"), "new chips", "1 hour ago")
+    ]
+    script_research(fake_llm, plan(["latest chip news"], fresh=True), "New chips [1].")
+    steps: list[tuple[str, str]] = []
+
+    async def record(request_id: str, status: WorkflowStatus, detail: str) -> None:
+        steps.append((request_id, status))
+
+    deps = unconnected_deps(fake_llm)
+    deps.stage = record
+    settings = WorkerSettings(brave_api_key=brave.token, brave_base_url=brave.url)
+    done = await ResearchWorker(deps, settings).run(task("RESEARCH", "latest chip news?"))
+    assert done.success, done.error
+    assert steps == [("r1", "researching"), ("r1", "synthesizing"), ("r1", "validating")]

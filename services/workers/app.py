@@ -6,11 +6,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from contracts import WorkerResult, WorkerTask
+from contracts import WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.bus import Bus, msg_id
 from services.runtime.cancels import Cancellations
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
+from services.runtime.outcomes import update_status
 from services.runtime.settings import Settings
 from services.workers.base import Worker, WorkerDeps, result_for
 from services.workers.email import EmailWorker
@@ -45,7 +46,11 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
     llm = LLMClient(
         settings.llm("worker"), timeout=settings.llm_timeout, max_retries=settings.llm_max_retries
     )
-    deps = WorkerDeps(bus=bus, settings=settings, llm=llm)
+
+    async def stage(request_id: str, status: WorkflowStatus, detail: str) -> None:
+        await update_status(bus, request_id, status=status, detail=detail)
+
+    deps = WorkerDeps(bus=bus, settings=settings, llm=llm, stage=stage)
     cancels = Cancellations(bus)
     for kind in chosen:
         _register(bus, REGISTRY[kind](deps), cancels)

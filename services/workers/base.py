@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from contracts import WorkerResult, WorkerTask
+from contracts import WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.bus import Bus
 from services.runtime.llm import LLMClient
 from services.runtime.settings import Settings
+
+StageReporter = Callable[[str, WorkflowStatus, str], Awaitable[None]]
+
+
+async def _no_stage(request_id: str, status: WorkflowStatus, detail: str) -> None:
+    return None
 
 
 @dataclass
@@ -18,6 +25,9 @@ class WorkerDeps:
     bus: Bus
     settings: Settings
     llm: LLMClient
+    # Shows a worker's internal step (researching, synthesizing, validating) in the request's
+    # status; the composition root wires it to the status bucket.
+    stage: StageReporter = _no_stage
 
 
 class Worker(Protocol):

@@ -16,7 +16,7 @@ import logging
 
 import httpx
 
-from contracts import Source, WorkerResult, WorkerTask
+from contracts import Source, WorkerResult, WorkerTask, WorkflowStatus
 from contracts.research import ResearchPlan, ResearchSynthesis
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.prompts import conversation
@@ -99,6 +99,7 @@ class ResearchWorker:
 
     def __init__(self, deps: WorkerDeps, settings: WorkerSettings | None = None) -> None:
         self.llm = deps.llm
+        self.report = deps.stage
         self.settings = settings or WorkerSettings()
         self.http = httpx.AsyncClient(timeout=self.settings.brave_timeout)
         self.brave: BraveClient = brave_from(self.settings, self.http)
@@ -129,6 +130,7 @@ class ResearchWorker:
         fresh = plan.freshness_required or is_news_query(task.message)
         try:
             queries = queries_of(plan, task, self.settings.research_max_queries)
+            await self.stage(task, "researching", f"searching: {'; '.join(queries)}")
             sources = await self.research(queries, fresh)
         except SearchError as exc:
             return result_for(
@@ -142,6 +144,7 @@ class ResearchWorker:
                 f"({'; '.join(queries)}); nothing to answer from.",
                 usage=usage,
             )
+        await self.stage(task, "synthesizing", f"writing from {len(sources)} sources")
         try:
             synthesized = await self.llm.structured(
                 conversation(SYNTHESIZER, task.history, synthesis_text(task, plan, sources)),
@@ -158,6 +161,7 @@ class ResearchWorker:
             f"{source_list(used, numbers)}"
         )
         if fresh:
+            await self.stage(task, "validating", "checking that the sources are live")
             report = await freshness.check(self.probe, used, self.settings.freshness_timeout)
             if not report.ok:
                 log.info(
@@ -169,6 +173,10 @@ class ResearchWorker:
                 )
                 output = freshness.with_note(output)
         return result_for(task, success=True, output=output, sources=used, usage=usage)
+
+    async def stage(self, task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
+        """Show the pipeline's step in the request's status (the workflows API reads it)."""
+        await self.report(task.request_id, status, detail)
 
     async def research(self, queries: list[str], fresh: bool) -> list[Source]:
         """Run every query (news where the query is news-like and freshness matters), merge in
