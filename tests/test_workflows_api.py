@@ -88,6 +88,8 @@ async def test_invalid_bodies_get_422_with_a_clear_reason(secure_system: System)
             assert error["code"] == "invalid_body" and mentioned in error["message"], error
         garbage = await http.post("/api/workflows", content=b"{not json")
         assert garbage.status_code == 422 and "not valid JSON" in garbage.json()["error"]["message"]
+        huge = await http.post("/api/workflows", content=b"x" * (300 * 1024))
+        assert huge.status_code == 413 and "limited" in huge.json()["error"]["message"]
         detail = (await http.post("/api/workflows", json={"text": 1})).json()["detail"]
         assert detail[0]["loc"] == ["body", "text"]
 

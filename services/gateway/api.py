@@ -15,7 +15,14 @@ from starlette.responses import JSONResponse, Response
 from contracts import RequestStatus, SessionRecord
 from contracts.client import ID_PATTERN
 from services.gateway.auth import Auth
-from services.gateway.errors import GatewayError, Invalid, NotFound, RateLimited, Unauthorized
+from services.gateway.errors import (
+    GatewayError,
+    Invalid,
+    NotFound,
+    RateLimited,
+    TooLarge,
+    Unauthorized,
+)
 from services.gateway.intake import Intake, scoped
 from services.runtime.bus import Bus
 from services.runtime.kvstore import get_model, key_for
@@ -56,9 +63,11 @@ def guarded(auth: Auth, handler: Handler) -> Callable[[Request], Awaitable[Respo
 
 
 async def parse_body(request: Request, model: type[M]) -> M:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise Invalid(f"The body is limited to {MAX_BODY_BYTES} bytes.")
+    raw = b""
+    async for chunk in request.stream():  # stop reading as soon as it is too big
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise TooLarge(f"The body is limited to {MAX_BODY_BYTES} bytes.")
     try:
         data = json.loads(raw or b"null")
     except ValueError as exc:

@@ -4,6 +4,7 @@ the HTTP API (the status code with `{"error": {"code", "message"}}`).
     GatewayError            code, message, http_status
     ├── Unauthorized        401 unauthorized      no token, or a wrong one
     ├── Invalid             422 invalid_body      the body fails validation (details in `detail`)
+    │   └── TooLarge        413 invalid_body      the body is over the size limit
     ├── NotFound            404 not_found         unknown id, or another principal's
     ├── Conflict            409 conflict          e.g. not awaiting clarification, id in use
     ├── RateLimited         429 rate_limited      per-minute limit or concurrency cap
@@ -44,6 +45,10 @@ class Invalid(GatewayError):
 
     def body(self) -> dict[str, Any]:
         return {**super().body(), "detail": self.detail}
+
+
+class TooLarge(Invalid):
+    http_status = 413
 
 
 class NotFound(GatewayError):
