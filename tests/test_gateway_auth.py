@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 import websockets
+from pydantic import SecretStr
 from starlette.websockets import WebSocket, WebSocketState
 
+from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import SEND_QUEUE_FRAMES, Connection
+from services.runtime.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
 from tests.gateway_client import AuthClient, api, wait_status
 from tests.harness import System
@@ -207,7 +212,7 @@ async def test_a_slow_reader_is_closed_with_1008_once_its_send_queue_is_full() -
 
 
 def test_tokens_map_to_principals_and_bad_entries_are_refused() -> None:
-    from services.gateway.auth import AuthConfigError, parse_tokens
+    from services.gateway.auth import parse_tokens
 
     assert parse_tokens(["tok:with:colons-123:alice", "# comment", ""], "t") == {
         "tok:with:colons-123": "alice"
@@ -215,3 +220,33 @@ def test_tokens_map_to_principals_and_bad_entries_are_refused() -> None:
     for bad in ("short:alice", "long-enough-token:al/ice", "no-principal-here", "x" * 9 + ":"):
         with pytest.raises(AuthConfigError):
             parse_tokens([bad], "t")
+
+
+def test_without_tokens_the_gateway_serves_only_loopback_unless_told_otherwise(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="sidekick.gateway"):
+        assert not Auth.from_settings(Settings(gateway_host="127.0.0.1")).required
+    assert "auth is OFF" in caplog.text
+    with pytest.raises(AuthConfigError, match="SIDEKICK_ALLOW_UNAUTHENTICATED"):
+        Auth.from_settings(Settings(gateway_host="0.0.0.0"))
+    allowed = Auth.from_settings(Settings(gateway_host="0.0.0.0", allow_unauthenticated=True))
+    assert allowed.principal(None) == "anonymous"
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# people\nfile-token-0001:alice\n\nfile-token-0002:bob\n")
+    auth = Auth.from_settings(
+        Settings(
+            gateway_host="0.0.0.0",
+            auth_tokens_file=tokens,
+            auth_tokens=SecretStr("env-token-0003:carol"),
+        )
+    )
+    assert auth.required
+    assert [auth.principal(t) for t in ("file-token-0002", "env-token-0003", "nope", None)] == [
+        "bob",
+        "carol",
+        None,
+        None,
+    ]
+    assert "file-token" not in caplog.text and "env-token" not in caplog.text
