@@ -32,6 +32,7 @@ async def test_a_result_that_finished_while_disconnected_arrives_on_reconnect(
         await wait_status(http, rid, "completed")
     async with AuthClient(url, "mallory", uuid_=uuid, events=True) as back:
         convo = await back.until_end_of(rid)
+        assert convo.frames[0] == {"event": "replay", "request_id": rid}
         assert convo.text.startswith("Answer to:")
         assert convo.end["status"] == "completed"
         # Delivered now: a later reconnect gets nothing again; the next frame is our own.

@@ -259,6 +259,8 @@ class ChatSocket:
 
     async def _send(self, conn: Connection, outcome: Outcome) -> None:
         if conn.mark_seen(outcome.event_id):
+            if conn.events:  # the whole answer follows: a client may drop what it streamed
+                conn.send({"event": "replay", "request_id": outcome.request_id})
             for frame in outcome_frames(conn, outcome):
                 conn.send(frame)
 

@@ -262,6 +262,12 @@
         step(c, "You answered: " + state.lastSent.text);
       }
       if (f.action !== "cancel") busy(card(f.request_id), true);
+    } else if (f.event === "replay") {
+      // What ended while we were away comes whole: drop any half-streamed text first.
+      const c = card(f.request_id);
+      c.answer.textContent = "";
+      c.fromHistory = false;
+      c.done = false;
     } else if (f.event === "progress") {
       onProgress(f);
     } else if (f.event === "clarification") {
