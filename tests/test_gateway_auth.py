@@ -60,6 +60,15 @@ async def test_a_socket_without_a_token_or_with_a_wrong_one_is_refused(
     assert convo.text and convo.errors == []
 
 
+async def test_a_socket_that_never_authenticates_is_closed(secure_system: System) -> None:
+    async with websockets.connect(secure_system.ws_url) as ws:
+        error = json.loads(await asyncio.wait_for(ws.recv(), 30))["error"]
+        assert error["code"] == "unauthorized" and "in time" in error["message"]
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
 async def test_the_http_api_needs_a_bearer_token(secure_system: System) -> None:
     for path in ("/api/workflows", "/api/outbox", "/api/sessions/some-uuid/history"):
         async with api(secure_system.http_url, None) as anonymous:
