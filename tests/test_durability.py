@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NATS
 
-from contracts import ChatRequested, Subjects
+from contracts import ChatRequested, Subjects, WorkerResult
 from services.runtime.natsserver import NatsServer
 from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
 from tests.harness import System, llm_env
@@ -204,7 +204,13 @@ async def test_a_poison_message_ends_in_the_dead_letter_stream(probe: Probe, nc:
 def impatient_system(
     nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
 ) -> Iterator[System]:
-    sys_ = start(nats_server, fake_llm, logs_dir, SIDEKICK_CLARIFICATION_TIMEOUT="1")
+    sys_ = start(
+        nats_server,
+        fake_llm,
+        logs_dir,
+        SIDEKICK_CLARIFICATION_TIMEOUT="1",
+        SIDEKICK_MAX_DELIVER="2",
+    )
     yield sys_
     sys_.stop()
 
@@ -223,3 +229,32 @@ async def test_a_parked_request_times_out_with_a_clear_status(
     assert failed["code"] == "clarification_timeout"
     assert "No answer" in failed["error"]
     assert (await probe.status(rid)).status == "failed"
+
+
+async def test_a_message_that_keeps_failing_is_dead_lettered_and_its_request_fails(
+    impatient_system: System, nc: NATS
+) -> None:
+    probe = await Probe(nc, impatient_system.namespace).start()
+    s = probe.s
+    try:
+        # A worker result for a request the orchestrator has no state for can never be applied.
+        orphan = WorkerResult(
+            request_id="orphan-1",
+            session_id="anonymous/orphan",
+            attempt=1,
+            worker_type="GENERAL",
+            success=True,
+            output="x",
+        )
+        await probe.publish(orphan, s.worker_completed, "orphan-1:result:1")
+        failed = await probe.wait_kind("orphan-1", "request.failed")
+    finally:
+        await probe.stop()
+    assert failed["code"] == "delivery_exhausted"
+    info = await probe.js.stream_info(s.deadletter_stream)
+    records = [
+        json.loads((await probe.js.get_msg(s.deadletter_stream, seq)).data or b"{}")
+        for seq in range(info.state.first_seq, info.state.last_seq + 1)
+    ]
+    (record,) = [r for r in records if "orphan-1" in r.get("body", "")]
+    assert record["source"] == "orchestrator" and record["reason"].startswith("exhausted")
