@@ -1,12 +1,25 @@
 """Helpers of tests/test_deploy.py: walking rendered manifests, reading metric names out of
-PromQL, and the names a Prometheus exposition makes queryable."""
+PromQL, the names a Prometheus exposition makes queryable, and running the NATS ConfigMap as
+a local cluster."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
 import re
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
+
+import nats.errors
+from nats.aio.client import Client as NATS
+
+from services.runtime import natsauth
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,3 +137,145 @@ def dashboard_queries(*, substitute: bool = False) -> set[str]:
         leftover = [q for q in queries if "$" in q]
         assert not leftover, f"a Grafana variable the checks do not know: {leftover}"
     return queries
+
+
+# --- NATS -------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _quiet(_: Exception) -> None:
+    """nats-py's default error callback logs a refused connection with a traceback."""
+
+
+class NatsCluster:
+    """The NATS ConfigMap's files run as three local nodes: the StatefulSet's addresses
+    (0.0.0.0, nats-N.nats-headless) and /data swapped for local ones, everything else as
+    deployed. `env` holds the password variables the Secret would give the container."""
+
+    def __init__(self, root: Path, files: dict[str, str], env: dict[str, str]) -> None:
+        self.nodes = [(_free_port(), _free_port(), _free_port()) for _ in range(3)]
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        self.root, self.files, self.env = root, files, env
+
+    @property
+    def client_urls(self) -> list[str]:
+        return [f"nats://127.0.0.1:{client}" for client, _, _ in self.nodes]
+
+    @property
+    def monitor_urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{monitor}" for _, _, monitor in self.nodes]
+
+    def _config(self, i: int) -> str:
+        client, route, monitor = self.nodes[i]
+        text = self.files["nats.conf"]
+        for old, new in (
+            ("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{client}"),
+            ("http: 0.0.0.0:8222", f"http: 127.0.0.1:{monitor}"),
+            ("listen: 0.0.0.0:6222", f"listen: 127.0.0.1:{route}"),
+            ("store_dir: /data", f"store_dir: {json.dumps(str(self.root / f'nats-{i}'))}"),
+            *(
+                (f"nats://nats-{j}.nats-headless:6222", f"nats://127.0.0.1:{r}")
+                for j, (_, r, _) in enumerate(self.nodes)
+            ),
+        ):
+            assert old in text, f"nats.conf no longer has {old!r}: update NatsCluster"
+            text = text.replace(old, new)
+        return text
+
+    def __enter__(self) -> NatsCluster:
+        from services.runtime.natsserver import die_with_parent, find_binary
+
+        for i in range(3):
+            node = self.root / f"node-{i}"
+            node.mkdir()
+            for name, text in self.files.items():
+                (node / name).write_text(text)
+            (node / "nats.conf").write_text(self._config(i))
+            log = node / "server.log"
+            self.logs.append(log)
+            env = {**os.environ, **self.env, "POD_NAME": f"nats-{i}"}
+            with log.open("wb") as out:
+                self.processes.append(
+                    subprocess.Popen(
+                        [str(find_binary()), "--config", str(node / "nats.conf")],
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=die_with_parent,
+                    )
+                )
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_healthy(self, timeout: float = 60.0) -> None:
+        """Every node up, with JetStream and a meta leader (the liveness probe's check)."""
+        deadline = time.monotonic() + timeout
+        pending = list(self.monitor_urls)
+        while pending:
+            for proc, log in zip(self.processes, self.logs, strict=True):
+                assert proc.poll() is None, f"nats-server exited:\n{log.read_text()[-2000:]}"
+            try:
+                with urllib.request.urlopen(f"{pending[0]}/healthz?js-enabled-only=true") as r:
+                    if r.status == 200:
+                        pending.pop(0)
+                        continue
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the NATS cluster did not become healthy"
+            time.sleep(0.2)
+
+    def __exit__(self, *_: object) -> None:
+        for proc in self.processes:
+            proc.terminate()
+        for proc in self.processes:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    async def check_auth(self, creds: natsauth.Credentials) -> None:
+        """A service publishes to a 3-replica stream as its own user, on a node other than the
+        stream's; no password and a wrong one are refused."""
+        nc = NATS()
+        await nc.connect(creds.url(self.client_urls[0], "gateway"), max_reconnect_attempts=0)
+        try:
+            js = nc.jetstream()
+            subject = "sidekick.chat.requested"
+            deadline = time.monotonic() + 30
+            while True:  # the meta leader may still be settling
+                try:
+                    await js.add_stream(name="DEPLOY_CHECK", subjects=[subject], num_replicas=3)
+                    break
+                except nats.errors.Error:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.3)
+            ack = await js.publish(subject, b"hello")
+            assert ack.stream == "DEPLOY_CHECK"
+            info = await js.stream_info("DEPLOY_CHECK")
+            assert info.cluster is not None and len(info.cluster.replicas or []) == 2
+        finally:
+            await nc.close()
+        for url in (
+            self.client_urls[1],
+            natsauth.with_credentials(self.client_urls[2], "gateway", "wrong" + "x" * 8),
+            natsauth.with_credentials(self.client_urls[2], "workers", creds.passwords["gateway"]),
+        ):
+            refused = NATS()
+            with contextlib.suppress(nats.errors.Error):
+                await refused.connect(
+                    url, max_reconnect_attempts=0, allow_reconnect=False, error_cb=_quiet
+                )
+            assert not refused.is_connected, url.split("@")[-1]
+            await refused.close()

