@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -26,7 +28,6 @@ from tests.probe import Probe
 
 REQUESTS = 60
 EMAIL_EVERY = 4  # every 4th request sends an email
-WORKER_SECONDS = 12.0  # slow enough that every request is in flight through all the faults
 SERVICE_ORDER = ["orchestrator", "workers", "evaluator", "frontline", "gateway"]
 
 
@@ -57,13 +58,16 @@ def faulty(
         "SIDEKICK_MAX_DELIVER": "20",
         "SIDEKICK_ACK_WAIT": "4",
         "SIDEKICK_LLM_MAX_RETRIES": "3",
+        "SIDEKICK_LLM_TIMEOUT": "90",  # model calls are held until the faults are over
     }
     sys_ = System(own_nats.url, env, logs_dir).start_all()
     yield sys_
     sys_.stop()
 
 
-def script(fake: FakeOpenAI) -> None:
+def script(fake: FakeOpenAI, hold: threading.Event) -> None:
+    """Every worker model call waits for `hold`, so all requests are in flight at every fault."""
+
     def frontline(body: dict[str, Any]) -> Any:
         return Reply(json.dumps({"route_to_orchestrator": True, "reason": "work"}), delay=0.05)
 
@@ -92,10 +96,9 @@ def script(fake: FakeOpenAI) -> None:
 
     def worker(body: dict[str, Any]) -> Any:
         if body.get("response_format"):
-            return Reply(
-                json.dumps({"subject": "Report", "body": "Hello, it is ready. Bye"}), delay=0.2
-            )
-        return Reply("Answer to: " + last_user(body).split("\n")[0], delay=WORKER_SECONDS)
+            draft = {"subject": "Report", "body": "Hello, it is ready. Bye"}
+            return Reply(json.dumps(draft), delay=0.1, wait=hold)
+        return Reply("Answer to: " + last_user(body).split("\n")[0], delay=0.2, wait=hold)
 
     fake.script("fake-frontline", frontline)
     fake.script("fake-orchestrator", orchestrator)
@@ -131,11 +134,13 @@ async def test_every_acknowledged_request_ends_once_through_kills_and_a_nats_res
     sendgrid: FakeSendGrid,
     nc_own: NATS,
 ) -> None:
-    script(fake_llm)
+    hold = threading.Event()
+    script(fake_llm, hold)
     rng = random.Random(7)
     probe = await Probe(nc_own, faulty.namespace).start()
     acknowledged: list[str] = []
     faults: list[dict[str, Any]] = []
+    marks: dict[str, float] = {}
 
     def in_flight() -> int:
         return sum(1 for r in acknowledged if not _ended(probe, r))
@@ -151,27 +156,41 @@ async def test_every_acknowledged_request_ends_once_through_kills_and_a_nats_res
                     await asyncio.sleep(0.1)
             await asyncio.sleep(0.01)
 
+    async def all_ready(timeout: float = 60) -> float:
+        began = time.monotonic()
+        while not all([await asyncio.to_thread(_ready, faulty, n) for n in SERVICE_ORDER]):
+            assert time.monotonic() - began < timeout, "services did not reconnect"
+            await asyncio.sleep(0.05)
+        return time.monotonic() - began
+
+    async def restart(name: str, fault: dict[str, Any]) -> None:
+        began = time.monotonic()
+        await asyncio.to_thread(faulty.restart, name)
+        fault["recovered_s"] = round(time.monotonic() - began, 2)
+
     async def inject() -> None:
-        # Kill each service once at a random moment while every request is still in flight
-        # (the model is slow), restarting each at once; then restart nats-server.
-        await asyncio.sleep(1.0)
+        # Every request is accepted and held at the worker's model call; then each service is
+        # SIGKILLed once at a random moment and restarted, then nats-server restarts.
+        while len(acknowledged) < REQUESTS:  # noqa: ASYNC110 - a plain list, filled by submit()
+            await asyncio.sleep(0.05)
         restarts = []
         for name in SERVICE_ORDER:
             await asyncio.sleep(rng.uniform(0.1, 0.5))
-            faults.append(
-                {"fault": f"SIGKILL {name}", "in_flight": in_flight(), "at": time.monotonic()}
-            )
+            fault = {"fault": f"SIGKILL {name}", "in_flight": in_flight()}
+            faults.append(fault)
             faulty.kill(name)
-            restarts.append(asyncio.create_task(asyncio.to_thread(faulty.restart, name)))
+            restarts.append(asyncio.create_task(restart(name, fault)))
         await asyncio.gather(*restarts)
         await asyncio.sleep(rng.uniform(0.1, 0.5))
-        faults.append(
-            {"fault": "restart nats-server", "in_flight": in_flight(), "at": time.monotonic()}
-        )
+        fault = {"fault": "restart nats-server", "in_flight": in_flight()}
+        faults.append(fault)
         port = own_nats.port
         own_nats.stop()
         own_nats.port = port
         await asyncio.to_thread(own_nats.start)
+        fault["recovered_s"] = round(await all_ready(), 2)
+        marks["released"] = time.monotonic()
+        hold.set()  # the model answers again: everything drains
 
     started = time.monotonic()
     await asyncio.gather(submit(), inject())
@@ -194,9 +213,6 @@ async def test_every_acknowledged_request_ends_once_through_kills_and_a_nats_res
     finals = await finals_by_request(nc_own, faulty.namespace)
     outcomes = Counter(s.status for s in statuses)
     sends = Counter(m["personalizations"][0]["to"][0]["email"] for m in sendgrid.mails)
-    for fault in faults:
-        fault["recovered_s"] = round(_recovery(probe, fault["at"], finished), 2)
-        fault.pop("at")
     report = {
         "acknowledged": len(acknowledged),
         "outcomes": dict(outcomes),
@@ -204,6 +220,7 @@ async def test_every_acknowledged_request_ends_once_through_kills_and_a_nats_res
         "emails_sent": sum(sends.values()),
         "emails_sent_twice": [k for k, n in sends.items() if n > 1],
         "faults": faults,
+        "drain_after_faults_s": round(finished - marks["released"], 1),
         "wall_s": round(finished - started, 1),
     }
     artifacts = ROOT / "tests" / "artifacts"
@@ -224,8 +241,11 @@ def _ended(probe: Probe, request_id: str) -> bool:
     return any(k in kinds for k in ("request.completed", "request.failed", "request.cancelled"))
 
 
-def _recovery(probe: Probe, at: float, end: float) -> float:
-    """Seconds from the fault to the next request that ended after it (an upper bound on how
-    long the system was unable to finish work)."""
-    times = [t for t in probe.ended_at.values() if t > at]
-    return (min(times) if times else end) - at
+def _ready(system: System, name: str) -> bool:
+    """/readyz of one service: 200 once it is connected to NATS."""
+    url = system.metrics_url(name).replace("/metrics", "/readyz")
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
