@@ -96,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     p_outbox.add_argument("--nats-url", default=None, help="read the outbox stream directly")
     p_outbox.add_argument("--limit", type=int, default=50, help="newest N entries (default 50)")
     p_outbox.add_argument("--json", action="store_true", help="print JSON")
+    p_outbox.add_argument(
+        "--token",
+        default=None,
+        help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
+    )
 
     args = parser.parse_args(argv)
     if args.command == "run":
@@ -123,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             namespace=Settings().namespace,
             limit=args.limit,
             as_json=args.json,
+            token=args.token or os.environ.get("SIDEKICK_TOKEN"),
         )
     if args.command == "nats-config":
         from services.runtime import natsauth

@@ -1,15 +1,19 @@
 """`sidekick outbox`: print the mail kept in the local outbox (unsent: no SendGrid key).
 
 Reads the running gateway's `GET /api/outbox` by default, or the outbox stream directly with
-`--nats-url`."""
+`--nats-url`. When the gateway requires tokens, the caller's bearer token (`--token` or
+`$SIDEKICK_TOKEN`, as for `sidekick chat`) is sent, and the gateway shows that principal's mail."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import nats.errors
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
@@ -32,31 +36,89 @@ def render(entries: list[OutboxEntry]) -> str:
     return "\n\n".join(blocks) + "\n" + footer
 
 
-def from_gateway(url: str, limit: int) -> list[OutboxEntry]:
-    resp = httpx.get(f"{url.rstrip('/')}/api/outbox", params={"limit": limit}, timeout=10)
-    resp.raise_for_status()
+class GatewayRefused(Exception):
+    """The gateway answered with an error status; the message says what to do."""
+
+
+def from_gateway(url: str, limit: int, token: str | None = None) -> list[OutboxEntry]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    resp = httpx.get(
+        f"{url.rstrip('/')}/api/outbox", params={"limit": limit}, headers=headers, timeout=10
+    )
+    if resp.status_code == 401:
+        if token:
+            raise GatewayRefused(
+                f"the gateway at {url} refused the token (401): check --token or $SIDEKICK_TOKEN"
+            )
+        raise GatewayRefused(
+            f"the gateway at {url} requires a token (401): pass --token TOKEN or set SIDEKICK_TOKEN"
+        )
+    if resp.is_error:
+        raise GatewayRefused(f"the gateway at {url} answered {resp.status_code}: {_reason(resp)}")
     data: dict[str, Any] = resp.json()
     return [OutboxEntry.model_validate(e) for e in data.get("entries", [])]
 
 
+def _reason(resp: httpx.Response) -> str:
+    """The gateway's error message (`{"error": {"code", "message"}}`), else the status text."""
+    try:
+        error = resp.json().get("error", {})
+        return str(error.get("message") or error.get("code") or resp.reason_phrase)
+    except (ValueError, AttributeError):
+        return resp.reason_phrase
+
+
+async def _quiet(_: Exception) -> None:
+    """nats-py's default error callback prints a traceback; `show` says what went wrong."""
+
+
 async def from_nats(nats_url: str, namespace: str, limit: int) -> list[OutboxEntry]:
     nc = NATS()
-    await nc.connect(nats_url, connect_timeout=5, max_reconnect_attempts=0)
+    await nc.connect(
+        nats_url,
+        connect_timeout=5,
+        max_reconnect_attempts=1,  # 0 would mean "retry forever" to nats-py
+        allow_reconnect=False,
+        error_cb=_quiet,
+    )
     try:
         return await outbox.read(nc.jetstream(), Subjects(namespace), limit=limit)
     finally:
         await nc.close()
 
 
-def show(*, url: str, nats_url: str | None, namespace: str, limit: int, as_json: bool) -> int:
+def without_password(url: str) -> str:
+    """`url` fit to print: a NATS URL carries its user's password (docs/nats-security.md)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def show(
+    *,
+    url: str,
+    nats_url: str | None,
+    namespace: str,
+    limit: int,
+    as_json: bool,
+    token: str | None = None,
+) -> int:
     try:
         if nats_url:
             entries = asyncio.run(from_nats(nats_url, namespace, limit))
         else:
-            entries = from_gateway(url, limit)
-    except (httpx.HTTPError, OSError) as exc:
-        where = nats_url or url
-        print(f"could not read the outbox from {where}: {exc} (is `sidekick up` running?)")
+            entries = from_gateway(url, limit, token)
+    except GatewayRefused as exc:
+        print(f"could not read the outbox: {exc}", file=sys.stderr)
+        return 1
+    except (httpx.HTTPError, OSError, nats.errors.Error) as exc:
+        where = without_password(nats_url) if nats_url else url
+        print(
+            f"could not read the outbox from {where}: {exc} (is `sidekick up` running?)",
+            file=sys.stderr,
+        )
         return 1
     if as_json:
         print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
