@@ -34,7 +34,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
 
 from bench.client import EXPECT, PATHS, Outcome, unique
-from bench.load import Window, window_figures
+from bench.load import Window, run_until, window_figures
 from bench.system import RssSampler
 from contracts.decisions import FrontlineDecision, OrchestratorDecision, Verdict
 from services.evaluator.prompts import SYSTEM as EVALUATOR_SYSTEM
@@ -207,7 +207,7 @@ async def run_level(
             out = Outcome(sent_ns=time.monotonic_ns())
             try:
                 state = await asyncio.wait_for(
-                    graph.ainvoke({"message": unique(message)}, config), 60
+                    graph.ainvoke({"message": unique(message)}, config), 120
                 )
                 out.text = str(state.get("output", ""))
                 if expect not in out.text:
@@ -219,8 +219,9 @@ async def run_level(
             if out.error:
                 errors[out.error] += 1
 
-    await asyncio.gather(*(session() for _ in range(sessions)))
-    return window_figures(window, sessions, calls, latency_ms, errors)
+    coros = [session() for _ in range(sessions)]
+    unfinished = await run_until(window, coros, grace=max(10.0, 2 * request_s))
+    return window_figures(window, sessions, calls, latency_ms, errors, unfinished)
 
 
 async def run_levels(

@@ -27,6 +27,7 @@ async def overhead(stack: Stack, requests: int, warmup: int) -> dict[str, Any]:
                 await session.request(message, EXPECT[path])
             before = stack.model.calls()
             cpu_before = cpu_snapshot(stack.pids())
+            nats_before = stack.nats_counters()
             latencies: list[float] = []
             errors: Counter[str] = Counter()
             for i in range(requests):
@@ -38,6 +39,7 @@ async def overhead(stack: Stack, requests: int, warmup: int) -> dict[str, Any]:
                 else:
                     latencies.append(out.latency_ms)
             cpu = cpu_ms_per(cpu_before, cpu_snapshot(stack.pids()), requests)
+            nats_after = stack.nats_counters()
             after = stack.model.calls()
             made = sum(after.values()) - sum(before.values())
             results[path] = {
@@ -47,6 +49,10 @@ async def overhead(stack: Stack, requests: int, warmup: int) -> dict[str, Any]:
                 "model_calls_per_request": round(made / max(requests, 1), 2),
                 "expected_model_calls": calls,
                 "cpu_ms_per_request": cpu,
+                "nats_msgs_per_request": {
+                    k: round((nats_after[k] - nats_before[k]) / max(requests, 1), 1)
+                    for k in ("in_msgs", "out_msgs")
+                },
             }
     finally:
         await session.close()

@@ -13,6 +13,7 @@ import asyncio
 import random
 import time
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,8 +61,25 @@ async def close_sessions(sessions: list[Session]) -> None:
     await asyncio.gather(*(one(s) for s in sessions))
 
 
+async def run_until(window: Window, coros: list[Coroutine[Any, Any, None]], grace: float) -> int:
+    """Run the sessions until the window ends; requests still unanswered `grace` seconds later
+    are abandoned (counted apart from errors). Returns how many were abandoned."""
+    tasks = [asyncio.create_task(c) for c in coros]
+    left = (window.end_ns - time.monotonic_ns()) / 1e9 + grace
+    _, pending = await asyncio.wait(tasks, timeout=max(left, 0.1))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return len(pending)
+
+
 def window_figures(
-    window: Window, sessions: int, calls: int, latency_ms: float, errors: Counter[str]
+    window: Window,
+    sessions: int,
+    calls: int,
+    latency_ms: float,
+    errors: Counter[str],
+    unfinished: int = 0,
 ) -> dict[str, Any]:
     inside = [o for o in window.outcomes if window.begin_ns <= o.end_ns <= window.end_ns]
     ok = [o.latency_ms for o in inside if o.error is None]
@@ -77,6 +95,7 @@ def window_figures(
         "of_ideal": round(rps / ideal, 4),
         "errors": sum(errors.values()),
         "error_kinds": dict(errors),
+        "unfinished_at_end": unfinished,
         "latency_ms": summary(ok),
     }
 
@@ -113,11 +132,26 @@ async def concurrency_level(
                 if out.error not in ("unexpected_answer", "request_failed", "llm_unavailable"):
                     return  # the socket is gone or stuck: this session stops
 
-    await asyncio.gather(*(run(s) for s in opened))
-    figures = window_figures(window, sessions, calls, latency_ms, errors)
+    unfinished = await run_until(window, [run(s) for s in opened], grace=max(10.0, 2 * request_s))
+    figures = window_figures(window, sessions, calls, latency_ms, errors, unfinished)
     figures["peak_rss_mib"] = sampler.peaks()
     await close_sessions(opened)
+    figures["drain_seconds"] = await settle(stack)
     return figures
+
+
+async def settle(stack: Stack, limit: float = 180.0) -> float:
+    """Wait until the system has stopped calling the model (abandoned work done), so one level
+    does not run into the next. Returns the seconds it took."""
+    started = time.monotonic()
+    last = -1
+    while time.monotonic() - started < limit:
+        calls = sum((await asyncio.to_thread(stack.model.calls)).values())
+        if calls == last:
+            break
+        last = calls
+        await asyncio.sleep(1.0)
+    return round(time.monotonic() - started, 1)
 
 
 async def concurrency(
@@ -145,7 +179,7 @@ async def concurrency(
                 path=path,
                 latency_ms=latency_ms,
                 duration=duration,
-                request_timeout=max(60.0, 20 * PATHS[path][1] * latency_ms / 1000),
+                request_timeout=120.0,
             )
     finally:
         stack.model.configure(latency_ms=0)

@@ -128,6 +128,10 @@ def render(results: dict[str, Any]) -> str:
                     f.get("p99"),
                     f.get("errors"),
                     f.get("model_calls_per_request"),
+                    _get(f, "cpu_ms_per_request", "sidekick"),
+                    "/".join(
+                        str(_get(f, "nats_msgs_per_request", k)) for k in ("in_msgs", "out_msgs")
+                    ),
                     fl.get("hops"),
                     fl.get("p50"),
                     fl.get("p99"),
@@ -146,6 +150,8 @@ def render(results: dict[str, Any]) -> str:
                     "p99",
                     "errors",
                     "model calls/req",
+                    "CPU ms/req",
+                    "NATS msgs in/out per req",
                     "floor hops",
                     "floor p50",
                     "floor p99",

@@ -192,6 +192,7 @@ class Stack:
     nats: NatsServer | None = None
     model: FakeModel = field(default_factory=FakeModel)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    monitor_port: int = 0
 
     @property
     def ws_url(self) -> str:
@@ -235,7 +236,11 @@ class Stack:
         return env
 
     def start(self, timeout: float = 90.0) -> Stack:
-        self.nats = NatsServer(store_dir=self.workdir / "jetstream").start()
+        # nats-server's monitoring endpoint gives messages per request (/varz counters).
+        self.monitor_port = free_port()
+        config = self.workdir / "nats.conf"
+        config.write_text(f'http: "127.0.0.1:{self.monitor_port}"\n')
+        self.nats = NatsServer(store_dir=self.workdir / "jetstream", config_file=config).start()
         self.model.start()
         env = self.env()
         for name in SERVICES:
@@ -251,6 +256,13 @@ class Stack:
             log.close()
         self._wait_ready(timeout)
         return self
+
+    def nats_counters(self) -> dict[str, int]:
+        """Messages and bytes nats-server has received (in) and delivered (out) so far."""
+        url = f"http://127.0.0.1:{self.monitor_port}/varz"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            varz = json.loads(resp.read())
+        return {k: int(varz[k]) for k in ("in_msgs", "out_msgs", "in_bytes", "out_bytes")}
 
     def log(self, name: str) -> str:
         path = self.workdir / f"{name}.log"
