@@ -261,7 +261,14 @@ class NatsCluster:
                     if time.monotonic() > deadline:
                         raise
                     await asyncio.sleep(0.3)
-            ack = await js.publish(subject, b"hello")
+            while True:  # so may the new stream's own leader
+                try:
+                    ack = await js.publish(subject, b"hello", timeout=5)
+                    break
+                except nats.errors.Error:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.3)
             assert ack.stream == "DEPLOY_CHECK"
             info = await js.stream_info("DEPLOY_CHECK")
             assert info.cluster is not None and len(info.cluster.replicas or []) == 2
