@@ -81,7 +81,9 @@ def build(settings: Settings) -> ServiceHost:
     # no_reply: events published on JetStream carry the publisher's ack inbox as reply
     # subject; answering it would race the server's PubAck (and NATS permissions forbid it).
     @broker.subscriber(s.out_all, no_reply=True)
-    async def on_out(msg: NatsMessage) -> None:
+    async def on_out() -> None:
+        # From the context, not a `msg: NatsMessage` parameter (resolved in a worker thread).
+        msg: NatsMessage = broker.context.get_local("message")
         try:
             event = parse_event(msg.raw_message.data)
         except ValidationError:
