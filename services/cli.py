@@ -20,7 +20,8 @@ def _logging(service: str) -> None:
         stream=sys.stderr,
     )
     # Libraries are chatty at INFO; keep our own messages.
-    for noisy in ("httpx", "openai", "faststream", "nats"):
+    # (The openai SDK's HTTP client logs every request as `httpx2`, one INFO line per call.)
+    for noisy in ("httpx", "httpx2", "openai", "faststream", "nats"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
