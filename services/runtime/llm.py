@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import AsyncGenerator
@@ -117,7 +118,10 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+@functools.cache
 def response_format(model: type[BaseModel]) -> dict[str, Any]:
+    """Built once per schema (generating it costs ~0.4 ms, on every structured call before);
+    the returned dict is shared, so callers must not change it."""
     return {
         "type": "json_schema",
         "json_schema": {"name": model.__name__, "schema": strict_schema(model), "strict": True},
