@@ -34,7 +34,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
 
 from bench.client import EXPECT, PATHS, Outcome, unique
-from bench.load import Window, run_until, window_figures
+from bench.load import Window, run_until, warmup_seconds, window_figures
 from bench.system import RssSampler
 from contracts.decisions import FrontlineDecision, OrchestratorDecision, Verdict
 from services.evaluator.prompts import SYSTEM as EVALUATOR_SYSTEM
@@ -197,7 +197,7 @@ async def run_level(
     request_s = calls * latency_ms / 1000
     errors: Counter[str] = Counter()
     start = time.monotonic_ns()
-    warmup_s = max(2 * request_s, 1.0)
+    warmup_s = warmup_seconds(sessions, request_s)
     window = Window(start + int(warmup_s * 1e9), start + int((warmup_s + duration) * 1e9))
 
     async def session() -> None:

@@ -61,6 +61,12 @@ async def close_sessions(sessions: list[Session]) -> None:
     await asyncio.gather(*(one(s) for s in sessions))
 
 
+def warmup_seconds(sessions: int, request_s: float) -> float:
+    """Left out before the window: two request times, and longer for many sessions, whose
+    first requests all arrive at once and take a while to reach a steady state."""
+    return max(2 * request_s, 1.0, sessions / 100)
+
+
 async def run_until(window: Window, coros: list[Coroutine[Any, Any, None]], grace: float) -> int:
     """Run the sessions until the window ends; requests still unanswered `grace` seconds later
     are abandoned (counted apart from errors). Returns how many were abandoned."""
@@ -117,7 +123,7 @@ async def concurrency_level(
     errors: Counter[str] = Counter({f"open:{k}": v for k, v in open_failures.items()})
     sampler.reset()
     start = time.monotonic_ns()
-    warmup_s = max(2 * request_s, 1.0)
+    warmup_s = warmup_seconds(sessions, request_s)
     window = Window(
         begin_ns=start + int(warmup_s * 1e9), end_ns=start + int((warmup_s + duration) * 1e9)
     )

@@ -31,7 +31,7 @@ FULL = {
     "stream_requests": 1000,
     "levels": "50,200,1000",
     "latency_ms": 500.0,
-    "duration": 20.0,
+    "duration": 30.0,
     "idle": 5000,
     "hold": 5.0,
 }
