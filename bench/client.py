@@ -58,13 +58,17 @@ class Outcome:
 class Session:
     """One WebSocket with one session uuid (rotate with `new_session`)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url
+        self.token = token
         self.ws: ClientConnection | None = None
         self.uuid = uuid.uuid4().hex[:16]
 
     async def open(self, *, open_timeout: float = 30.0) -> Session:
-        self.ws = await connect(self.url, max_size=None, open_timeout=open_timeout)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        self.ws = await connect(
+            self.url, max_size=None, open_timeout=open_timeout, additional_headers=headers
+        )
         await self.ws.send(json.dumps({"init": True, "uuid": self.uuid}))
         return self
 

@@ -19,7 +19,7 @@ TURNS_PER_SESSION = 10  # a conversation of ten messages, then a new session on 
 
 async def overhead(stack: Stack, requests: int, warmup: int) -> dict[str, Any]:
     stack.model.configure(latency_ms=0, token_gap_ms=0)
-    session = await Session(stack.ws_url).open()
+    session = await Session(stack.ws_url, stack.token(0)).open()
     results: dict[str, Any] = {}
     try:
         for path, (message, calls) in PATHS.items():
@@ -65,7 +65,7 @@ async def streaming(
     """First token written by the model -> first stream frame at the client (direct path)."""
     stack.model.configure(latency_ms=0, token_gap_ms=token_gap_ms)
     message = PATHS["direct"][0]
-    session = await Session(stack.ws_url).open()
+    session = await Session(stack.ws_url, stack.token(0)).open()
     added: list[float] = []
     errors: Counter[str] = Counter()
     try:

@@ -32,19 +32,20 @@ class Window:
     outcomes: list[Outcome] = field(default_factory=list)
 
 
-async def open_sessions(url: str, n: int) -> tuple[list[Session], Counter[str]]:
+async def open_sessions(stack: Stack, n: int) -> tuple[list[Session], Counter[str]]:
+    """n sockets, session k authenticated as the bench's principal k (see Stack.token)."""
     gate = asyncio.Semaphore(OPEN_PARALLEL)
     failures: Counter[str] = Counter()
 
-    async def one() -> Session | None:
+    async def one(k: int) -> Session | None:
         async with gate:
             try:
-                return await Session(url).open()
+                return await Session(stack.ws_url, stack.token(k)).open()
             except Exception as exc:
                 failures[type(exc).__name__] += 1
                 return None
 
-    opened = await asyncio.gather(*(one() for _ in range(n)))
+    opened = await asyncio.gather(*(one(k) for k in range(n)))
     return [s for s in opened if s is not None], failures
 
 
@@ -119,7 +120,7 @@ async def concurrency_level(
     message, calls = PATHS[path]
     expect = EXPECT[path]
     request_s = calls * latency_ms / 1000
-    opened, open_failures = await open_sessions(stack.ws_url, sessions)
+    opened, open_failures = await open_sessions(stack, sessions)
     errors: Counter[str] = Counter({f"open:{k}": v for k, v in open_failures.items()})
     sampler.reset()
     start = time.monotonic_ns()
@@ -198,7 +199,7 @@ async def idle_sockets(stack: Stack, sampler: RssSampler, n: int, hold: float) -
     sampler.reset()
     before = sampler.current()["gateway"]
     opened_at = time.monotonic()
-    sessions, failures = await open_sessions(stack.ws_url, n)
+    sessions, failures = await open_sessions(stack, n)
     open_s = time.monotonic() - opened_at
     await asyncio.sleep(hold)
     with_sockets = sampler.current()["gateway"]

@@ -69,6 +69,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "1,000 sessions at the services' in-flight limit, not at the bus)",
     )
     p.add_argument(
+        "--principals",
+        type=int,
+        help="distinct users (bearer tokens) the sessions belong to; 0 = auth off, all "
+        "sessions one `anonymous` principal (default: one per session of the largest level)",
+    )
+    p.add_argument(
         "--cache",
         action="store_true",
         help="keep the semantic cache on (off by default: its lookup cost grows with the "
@@ -81,6 +87,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.parts = [x.strip() for x in args.only.split(",") if x.strip()]
+    if args.principals is None:
+        args.principals = max(int(x) for x in args.levels.split(",") if x.strip())
     unknown = set(args.parts) - set(PARTS)
     if unknown:
         p.error(f"unknown parts: {', '.join(sorted(unknown))}")
@@ -177,11 +185,21 @@ def main(argv: list[str] | None = None) -> int:
             "fd_limit": fd_limit,
             "config": {
                 k: getattr(args, k)
-                for k in (*FULL, "token_gap_ms", "path", "max_concurrency", "cache", "parts")
+                for k in (
+                    *FULL,
+                    "token_gap_ms",
+                    "path",
+                    "max_concurrency",
+                    "cache",
+                    "principals",
+                    "parts",
+                )
             },
         }
     }
-    stack = Stack(max_concurrency=args.max_concurrency, cache=args.cache)
+    stack = Stack(
+        max_concurrency=args.max_concurrency, cache=args.cache, principals=args.principals
+    )
     print(f"starting nats-server, the fake model and five services (load {loadavg()}) ...")
     started = time.monotonic()
     sampler: RssSampler | None = None
@@ -194,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sampler is not None:
             sampler.stop()
-        stack.stop()
+        stack.stop(keep_logs=args.out / "logs")
     results["meta"]["load_end"] = loadavg()
     results["ratios"] = ratios(results)
     results["targets"] = targets(results)

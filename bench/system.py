@@ -185,6 +185,7 @@ class Stack:
 
     max_concurrency: int = 64
     cache: bool = False
+    principals: int = 0  # 0: auth off, every client is `anonymous`
     extra_env: dict[str, str] = field(default_factory=dict)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sidekick-bench-")))
     namespace: str = field(default_factory=lambda: "bench" + uuid.uuid4().hex[:8])
@@ -212,6 +213,16 @@ class Stack:
         pids["bench"] = os.getpid()
         return pids
 
+    def token(self, k: int) -> str | None:
+        """The bearer token of session k: sessions spread over `principals` users."""
+        return f"bench-token-{k % self.principals:06d}" if self.principals else None
+
+    def _tokens_file(self) -> Path:
+        path = self.workdir / "tokens.txt"
+        lines = [f"bench-token-{i:06d}:user{i:06d}" for i in range(self.principals)]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
         env.update(
@@ -223,13 +234,15 @@ class Stack:
                 "SIDEKICK_LLM_API_KEY": "bench-key",
                 "SIDEKICK_MAX_CONCURRENCY": str(self.max_concurrency),
                 "SIDEKICK_CACHE_ENABLED": "true" if self.cache else "false",
-                # Every bench session is the same anonymous principal on loopback; the
-                # per-principal limits are for people, and would refuse the load generator.
+                # The per-principal limits are for people; a load generator whose sessions
+                # share principals would be refused.
                 "SIDEKICK_RATE_LIMIT_PER_MINUTE": "0",
                 "SIDEKICK_MAX_CONCURRENT_REQUESTS": "0",
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if self.principals:
+            env["SIDEKICK_AUTH_TOKENS_FILE"] = str(self._tokens_file())
         for role in ROLES:
             env[f"SIDEKICK_{role.upper()}_LLM_MODEL"] = f"bench-{role}"
         env.update(self.extra_env)
@@ -290,7 +303,8 @@ class Stack:
         tails = "\n".join(f"--- {n}\n{self.log(n)[-1500:]}" for n in self.procs)
         raise TimeoutError(f"services did not become ready in {timeout:.0f}s:\n{tails}")
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: Path | None = None) -> None:
+        """Stop everything; the services' logs are copied to `keep_logs` first, if given."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.terminate()
@@ -303,4 +317,8 @@ class Stack:
         self.model.stop()
         if self.nats is not None:
             self.nats.stop()
+        if keep_logs is not None:
+            keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in self.workdir.glob("*.log"):
+                shutil.copy(log, keep_logs / log.name)
         shutil.rmtree(self.workdir, ignore_errors=True)
