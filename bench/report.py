@@ -95,7 +95,7 @@ def render(results: dict[str, Any]) -> str:
     """The whole report as Markdown (printed, and written to results/latest.md)."""
     meta = results["meta"]
     parts = [
-        f"Sidekick bench — {meta['date']} — `{meta['command']}`"
+        f"Sidekick bench — {meta['date']} — `{meta['command']}` at {meta.get('commit')}"
         + (
             " (QUICK: tiny counts, figures not comparable with the targets)"
             if meta["quick"]

@@ -95,6 +95,29 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def commit() -> str | None:
+    """The commit measured (BENCH_COMMIT when run from an exported tree without .git)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+    except OSError:
+        out = None
+    if out is not None and out.returncode == 0:
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty() else "")
+    return os.environ.get("BENCH_COMMIT")
+
+
+def dirty() -> bool:
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", "services", "contracts"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return bool(out.stdout.strip())
+
+
 def loadavg() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -177,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "meta": {
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "command": command,
+            "commit": commit(),
             "quick": args.quick,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
