@@ -192,20 +192,8 @@ class LLMClient:
         )
 
     async def complete(self, messages: Messages, **extra: Any) -> Completion:
-        client = self._require()
-        started = time.perf_counter()
-        with self._span() as span:
-            try:
-                resp = await client.chat.completions.create(
-                    model=self.model, messages=messages, **extra
-                )
-            except openai.OpenAIError as exc:
-                raise self._fail(exc, span, started) from exc
-            usage = _usage(resp.usage)
-            span.set_attribute("gen_ai.response.model", resp.model or self.model)
-            self._record(usage, started, "ok", span)
-            text = resp.choices[0].message.content or "" if resp.choices else ""
-            return Completion(text=text, usage=usage, model=resp.model or self.model)
+        reply = await self.chat(messages, **extra)
+        return Completion(text=reply.content, usage=reply.usage, model=reply.model)
 
     async def chat(self, messages: Messages, **extra: Any) -> ChatReply:
         """One raw model turn (e.g. with `tools=`): the message as the SDK gave it, with its
