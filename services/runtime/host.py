@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import uvicorn
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
-from faststream.nats.prometheus import NatsPrometheusMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from services.runtime.bus import Bus
+from services.runtime.busmetrics import prometheus_middleware
 from services.runtime.metrics import READY, REGISTRY
 from services.runtime.settings import Settings
 from services.runtime.telemetry import setup_tracing
@@ -38,7 +38,7 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
         reconnect_time_wait=1,
         middlewares=[
             NatsTelemetryMiddleware(tracer_provider=tracer_provider),
-            NatsPrometheusMiddleware(registry=REGISTRY, app_name=service),
+            prometheus_middleware(REGISTRY, service),
         ],
         logger=logging.getLogger(f"sidekick.{service}.broker"),
         log_level=logging.DEBUG,
