@@ -23,7 +23,8 @@ from bench.report import ratios, render, targets
 from bench.system import ROOT, RssSampler, Stack, raise_fd_limit
 from services.runtime.natsserver import die_with_parent
 
-PARTS = ("overhead", "streaming", "idle", "floor", "concurrency", "langgraph")
+# Idle sockets first, on a fresh gateway, so the figure is what the sockets cost.
+PARTS = ("idle", "overhead", "streaming", "floor", "concurrency", "langgraph")
 
 FULL = {
     "requests": 2000,
