@@ -26,8 +26,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
 from bench.client import summary
-from bench.system import ROOT
-from services.runtime.natsserver import die_with_parent
+from bench.system import ROOT, killed_with_parent
 
 HOPS = {"direct": 2, "orchestrated_1": 7, "orchestrated_3": 15}
 
@@ -92,7 +91,7 @@ async def drive(url: str, requests: int, warmup: int, payload_bytes: int) -> dic
         *(sys.executable, "-m", "bench.floor", "--url", url, "--prefix", prefix, "--hops", hops),
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
-        preexec_fn=die_with_parent,
+        preexec_fn=killed_with_parent,
     )
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()

@@ -20,8 +20,7 @@ from bench import latency, load
 from bench.fake_model import run_fast
 from bench.floor import drive as floor_drive
 from bench.report import ratios, render, targets
-from bench.system import ROOT, RssSampler, Stack, raise_fd_limit
-from services.runtime.natsserver import die_with_parent
+from bench.system import ROOT, RssSampler, Stack, killed_with_parent, raise_fd_limit
 
 # Idle sockets first, on a fresh gateway, so the figure is what the sockets cost.
 PARTS = ("idle", "overhead", "streaming", "floor", "concurrency", "langgraph")
@@ -135,7 +134,7 @@ def langgraph_levels(stack: Stack, levels: list[int], args: argparse.Namespace) 
         capture_output=True,
         text=True,
         timeout=len(levels) * (args.duration + 120),
-        preexec_fn=die_with_parent,
+        preexec_fn=killed_with_parent,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"the LangGraph baseline failed:\n{proc.stderr[-3000:]}")

@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -20,11 +21,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.runtime.natsserver import NatsServer, die_with_parent
+from services.runtime.natsserver import NatsServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 ROLES = ("frontline", "orchestrator", "worker", "evaluator")
+
+
+def killed_with_parent() -> None:
+    """Children get SIGKILL when the bench dies (Linux), even one stuck in its start-up that
+    would sit out a SIGTERM: a bench run never leaves processes behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -141,7 +152,7 @@ class FakeModel:
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=killed_with_parent,
         )
         assert self.process.stdout is not None
         deadline = time.monotonic() + timeout
@@ -264,7 +275,7 @@ class Stack:
                 cwd=ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=die_with_parent,
+                preexec_fn=killed_with_parent,
             )
             log.close()
         self._wait_ready(timeout)
