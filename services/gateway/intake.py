@@ -1,42 +1,40 @@
 """Accepting, resuming and cancelling requests for a principal: what the WebSocket and the
 workflows API share. Every lookup is scoped: a request another principal owns is "not found".
 
-Each principal's requests are also listed, newest first and bounded, in the gateway's own
-KV bucket `<ns>_index` (key: hash of the principal), so `GET /api/workflows` never scans the
-status bucket.
+Each principal's requests are also listed in the gateway's own KV bucket `<ns>_index`, one key
+per request (`<hash of principal>.<accepted at, ns>.<hash of request>`, value: the request id), so
+`GET /api/workflows` never scans the status bucket and concurrent requests of one principal never
+contend for one key.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import nats.js.errors
 from nats.js.kv import KeyValue
 from opentelemetry import trace
-from pydantic import Field
 
 from contracts import (
     FINAL_STATUSES,
     CancelRequested,
     ChatRequested,
     ClarificationAnswered,
-    Model,
     RequestStatus,
     parse_event,
 )
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.hub import OUTCOMES, Outcome
 from services.gateway.limits import Limits
-from services.runtime.bus import Bus, msg_id
-from services.runtime.kvstore import get_model, key_for, mutate
+from services.runtime.bus import DAY, Bus, msg_id
+from services.runtime.kvstore import get_model, key_for
 from services.runtime.outcomes import create_status
 from services.runtime.telemetry import current_trace_id
 
 log = logging.getLogger("sidekick.gateway")
 tracer = trace.get_tracer("sidekick.gateway")
-
-INDEX_LIMIT = 500
 
 
 def scoped(principal: str, uuid: str) -> str:
@@ -47,12 +45,6 @@ def scoped(principal: str, uuid: str) -> str:
 def unscoped(principal: str, session_id: str) -> str:
     prefix = f"{principal}/"
     return session_id[len(prefix) :] if session_id.startswith(prefix) else session_id
-
-
-class PrincipalIndex(Model):
-    """A principal's request ids, newest first (the gateway's own record, not a bus event)."""
-
-    request_ids: list[str] = Field(default_factory=list, description="Newest first.")
 
 
 @dataclass
@@ -74,7 +66,7 @@ class Intake:
         self._index: KeyValue | None = None
 
     async def start(self) -> None:
-        self._index = await self.bus.bucket("index")
+        self._index = await self.bus.bucket("index", ttl=30 * DAY)
 
     async def owned(self, principal: str, request_id: str) -> RequestStatus:
         """The principal's request, or NotFound (also when another principal owns it)."""
@@ -216,14 +208,21 @@ class Intake:
     async def recent(self, principal: str, limit: int) -> list[str]:
         """The principal's request ids, newest first."""
         assert self._index is not None, "Intake.start() has not run"
-        index, _ = await get_model(self._index, key_for(principal), PrincipalIndex)
-        return (index.request_ids if index else [])[:limit]
+        # A watch filtered on the principal's prefix: the server sends only its keys.
+        watcher = await self._index.watch(f"{key_for(principal)}.>", ignore_deletes=True)
+        found: list[tuple[str, str]] = []
+        try:
+            async for entry in watcher:
+                if entry is None:  # the end of what is stored
+                    break
+                if entry.value:
+                    found.append((entry.key, entry.value.decode()))
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        ids = [request_id for _, request_id in sorted(found, reverse=True)[:limit]]
+        return ids
 
     async def _remember(self, principal: str, request_id: str) -> None:
         assert self._index is not None, "Intake.start() has not run"
-
-        def add(cur: PrincipalIndex | None) -> PrincipalIndex:
-            ids = [request_id] + [r for r in (cur.request_ids if cur else []) if r != request_id]
-            return PrincipalIndex(request_ids=ids[:INDEX_LIMIT])
-
-        await mutate(self._index, key_for(principal), PrincipalIndex, add)
+        key = f"{key_for(principal)}.{time.time_ns():020d}.{key_for(request_id)[:12]}"
+        await self._index.put(key, request_id.encode())
