@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import re
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import Field
 
 from contracts import Model, Source
@@ -42,9 +43,58 @@ class CacheEntry(Model):
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
 
 
-def _unit(v: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in v)) or 1.0
-    return [x / norm for x in v]
+def _unit(v: list[float]) -> npt.NDArray[np.float32]:
+    arr = np.asarray(v, dtype=np.float32)
+    norm = float(np.linalg.norm(arr)) or 1.0
+    return arr / norm
+
+
+class VectorIndex:
+    """Unit vectors as rows of one matrix, so a lookup is a single matrix-vector product
+    (a few milliseconds for thousands of answers) instead of a Python loop on the event loop."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self.entries: list[CacheEntry | None] = []
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def put(self, key: str, entry: CacheEntry) -> None:
+        unit = _unit(entry.embedding)
+        if self.matrix.shape[1] not in (0, unit.shape[0]):
+            return  # another embedding model's vector: not comparable
+        if self.matrix.shape[1] == 0:
+            self.matrix = np.zeros((64, unit.shape[0]), dtype=np.float32)
+        row = self.rows.get(key)
+        if row is None:
+            row = len(self.entries)
+            if row == self.matrix.shape[0]:
+                grown = np.zeros((row * 2, self.matrix.shape[1]), dtype=np.float32)
+                grown[:row] = self.matrix
+                self.matrix = grown
+            self.rows[key] = row
+            self.entries.append(entry)
+        self.matrix[row] = unit
+        self.entries[row] = entry
+
+    def remove(self, key: str) -> None:
+        row = self.rows.pop(key, None)
+        if row is not None:
+            self.matrix[row] = 0.0  # a zero row never matches
+            self.entries[row] = None
+
+    def best(self, vector: list[float]) -> tuple[float, CacheEntry] | None:
+        if not self.rows:
+            return None
+        query = _unit(vector)
+        if query.shape[0] != self.matrix.shape[1]:
+            return None
+        scores = self.matrix[: len(self.entries)] @ query
+        row = int(np.argmax(scores))
+        entry = self.entries[row]
+        return (float(scores[row]), entry) if entry is not None else None
 
 
 class SemanticCache:
@@ -52,7 +102,7 @@ class SemanticCache:
         self.bus = bus
         self.embedder = embedder
         self.threshold = threshold
-        self.index: dict[str, tuple[list[float], CacheEntry]] = {}
+        self.index = VectorIndex()
         # Embeddings computed at lookup, kept until the request ends so storing needs no call.
         self.pending: dict[str, list[float]] = {}
         self._watch: asyncio.Task[None] | None = None
@@ -82,12 +132,12 @@ class SemanticCache:
                     if entry is None or entry.value is None:
                         continue
                     if not entry.value:
-                        self.index.pop(entry.key, None)
+                        self.index.remove(entry.key)
                         continue
                     with contextlib.suppress(ValueError):
                         item = CacheEntry.model_validate_json(entry.value)
                         if len(self.index) < MAX_ENTRIES:
-                            self.index[entry.key] = (_unit(item.embedding), item)
+                            self.index.put(entry.key, item)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # reconnects, server restarts
@@ -107,14 +157,7 @@ class SemanticCache:
         if len(self.pending) > MAX_ENTRIES:
             self.pending.clear()
         self.pending[key] = vector
-        query = _unit(vector)
-        best: tuple[float, CacheEntry] | None = None
-        for unit, entry in self.index.values():
-            if len(unit) != len(query):
-                continue
-            score = sum(a * b for a, b in zip(unit, query, strict=True))
-            if best is None or score > best[0]:
-                best = (score, entry)
+        best = self.index.best(vector)
         if best is not None and best[0] >= self.threshold:
             CACHE_LOOKUPS.labels("hit").inc()
             return best[1]
@@ -137,4 +180,4 @@ class SemanticCache:
             text=text, embedding=vector, output=output, worker_type=worker_type, sources=sources
         )
         await self.bus.kv.cache.put(key, entry.model_dump_json().encode())
-        self.index[key] = (_unit(vector), entry)
+        self.index.put(key, entry)
