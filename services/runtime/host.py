@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -114,4 +116,50 @@ class ServiceHost:
             timeout_graceful_shutdown=5,
         )
         server = uvicorn.Server(config)
-        asyncio.run(server.serve())
+
+        async def main() -> None:
+            if await wait_for_nats(self.settings.nats_url, self.name):
+                await server.serve()
+
+        asyncio.run(main())
+
+
+async def wait_for_nats(url: str, service: str, *, every: float = 2.0) -> bool:
+    """Wait until a NATS server answers at one of `url`'s addresses, saying so in the log (a
+    service started before its NATS server would otherwise hang in silence). False if the
+    process was asked to stop meanwhile."""
+    addresses = []
+    for part in url.split(","):
+        parsed = urllib.parse.urlsplit(part.strip())
+        addresses.append((parsed.hostname or "127.0.0.1", parsed.port or 4222))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        attempt = 0
+        while not stop.is_set():
+            for host, port in addresses:
+                try:
+                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), every)
+                except (OSError, TimeoutError):
+                    continue
+                writer.close()
+                if attempt:
+                    log.info("%s: NATS at %s:%d is reachable now", service, host, port)
+                return True
+            attempt += 1
+            if attempt == 1 or attempt % 15 == 0:
+                where = ", ".join(f"{h}:{p}" for h, p in addresses)
+                log.warning(
+                    "%s: waiting for NATS at %s (set SIDEKICK_NATS_URL; `sidekick up` starts one)",
+                    service,
+                    where,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
+        log.info("%s: stopped while waiting for NATS", service)
+        return False
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
