@@ -19,6 +19,8 @@ from typing import Any
 
 import websockets
 
+from services.runtime.natsserver import die_with_parent
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 
@@ -96,6 +98,7 @@ class System:
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,  # a killed test run leaves no services behind
         )
 
     def start_all(self, timeout: float = 60.0, services: tuple[str, ...] = SERVICES) -> System:
