@@ -30,6 +30,7 @@ class Response:
     # For streaming: a list of raw chunks written one by one (already framed).
     chunks: list[bytes] | None = None
     chunk_delay: float = 0.0
+    content_type: str = "application/json"
 
 
 Route = Callable[[Recorded], Response]
@@ -41,6 +42,7 @@ class FakeServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.routes: dict[tuple[str, str], Route] = {}
+        self.fallback: Route | None = None  # answers requests no route matches
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -68,7 +70,7 @@ class FakeServer:
                 rec = Recorded(self.command, self.path, dict(self.headers.items()), body)
                 with fake._lock:
                     fake.requests.append(rec)
-                handler = fake.routes.get((self.command, path))
+                handler = fake.routes.get((self.command, path)) or fake.fallback
                 resp = handler(rec) if handler else Response(404, {"error": "not found"})
                 self._write(resp)
 
@@ -96,7 +98,7 @@ class FakeServer:
                         else json.dumps(resp.body).encode()
                     )
                     self.send_response(resp.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", resp.content_type)
                     self.send_header("content-length", str(len(data)))
                     for k, v in resp.headers.items():
                         self.send_header(k, v)
