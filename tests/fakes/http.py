@@ -103,7 +103,8 @@ class FakeServer:
                     for k, v in resp.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if self.command != "HEAD":  # a HEAD response has no body
+                        self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
