@@ -18,6 +18,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
+# Request ids become NATS subject tokens and KV keys, so they may hold neither "." nor ":".
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,128}$"
 
 
 class ClientFrame(BaseModel):
@@ -37,12 +39,16 @@ class MessageFrame(ClientFrame):
     message: StrictStr = Field(min_length=1, description="The user's message.")
     success_criteria: StrictStr | None = Field(default=None, description="Success criteria.")
     request_id: StrictStr | None = Field(
-        default=None, pattern=ID_PATTERN, description="Client-chosen id for idempotent retries."
+        default=None,
+        pattern=REQUEST_ID_PATTERN,
+        description="Client-chosen id for idempotent retries.",
     )
     use_evaluator: StrictBool = Field(default=True, description="Judge outputs before answering.")
     skip_cache: StrictBool = Field(default=False, description="Bypass the semantic cache.")
     reply_to: StrictStr | None = Field(
-        default=None, pattern=ID_PATTERN, description="A parked request this message answers."
+        default=None,
+        pattern=REQUEST_ID_PATTERN,
+        description="A parked request this message answers.",
     )
 
 
@@ -51,7 +57,7 @@ class AuthFrame(ClientFrame):
 
 
 class CancelFrame(ClientFrame):
-    cancel: StrictStr = Field(pattern=ID_PATTERN, description="The request to cancel.")
+    cancel: StrictStr = Field(pattern=REQUEST_ID_PATTERN, description="The request to cancel.")
 
 
 ErrorCode = Literal[

@@ -180,3 +180,13 @@ async def test_a_retried_request_id_is_answered_once(system: System, fake_llm: F
         c for c in fake_llm.chat_calls("fake-orchestrator") if "search once" in last_user(c)
     ]
     assert len(orchestrations) == 1
+
+
+async def test_request_ids_that_cannot_be_subjects_or_keys_are_refused(system: System) -> None:
+    async with Client(system.ws_url) as client:
+        await client.send({"cancel": ":"})
+        assert (await client.recv())["error"]["code"] == "invalid_frame"
+        await client.send({"uuid": client.uuid, "message": "hi", "request_id": "a.b"})
+        assert (await client.recv())["error"]["code"] == "invalid_frame"
+        convo = await client.ask("hello after that")
+        assert convo.text and convo.errors == []

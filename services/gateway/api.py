@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from contracts import RequestStatus, SessionRecord
-from contracts.client import ID_PATTERN
+from contracts.client import ID_PATTERN, REQUEST_ID_PATTERN
 from services.gateway.auth import Auth
 from services.gateway.errors import (
     GatewayError,
@@ -32,6 +32,7 @@ Handler = Callable[[Request, str], Awaitable[Response]]
 
 MAX_BODY_BYTES = 256 * 1024
 _ID = re.compile(ID_PATTERN)
+REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
 
 def principal_of(request: Request, auth: Auth) -> str:
@@ -87,9 +88,9 @@ async def parse_body(request: Request, model: type[M]) -> M:
         raise Invalid(f"Invalid body: {summary}", detail) from exc
 
 
-def path_id(request: Request, name: str) -> str:
+def path_id(request: Request, name: str, pattern: re.Pattern[str] = _ID) -> str:
     value = str(request.path_params[name])
-    if not _ID.match(value):
+    if not pattern.match(value):
         raise NotFound(f"No {name} {value[:64]!r}.")
     return value
 

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from contracts import FINAL_STATUSES, RequestStatus, new_id
-from services.gateway.api import guarded, parse_body, path_id
+from services.gateway.api import REQUEST_ID, guarded, parse_body, path_id
 from services.gateway.auth import Auth
 from services.gateway.errors import Conflict, Invalid
 from services.gateway.intake import Intake, scoped, unscoped
@@ -138,11 +138,11 @@ class Workflows:
         return JSONResponse({"workflows": items})
 
     async def get(self, request: Request, principal: str) -> Response:
-        status = await self.intake.owned(principal, path_id(request, "workflow_id"))
+        status = await self.intake.owned(principal, path_id(request, "workflow_id", REQUEST_ID))
         return JSONResponse(view(status))
 
     async def delete(self, request: Request, principal: str) -> Response:
-        workflow_id = path_id(request, "workflow_id")
+        workflow_id = path_id(request, "workflow_id", REQUEST_ID)
         status = await self.intake.owned(principal, workflow_id)
         if status.status not in FINAL_STATUSES:
             # Conflict: it ended meanwhile, and cancelling what has ended is already done.
@@ -151,7 +151,7 @@ class Workflows:
         return Response(status_code=204)
 
     async def feedback(self, request: Request, principal: str) -> Response:
-        workflow_id = path_id(request, "workflow_id")
+        workflow_id = path_id(request, "workflow_id", REQUEST_ID)
         body = await parse_body(request, WorkflowFeedback)
         status = await self.intake.owned(principal, workflow_id)
         if status.status != "awaiting_clarification":
