@@ -10,8 +10,8 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from services.runtime.natsserver import NatsServer
-from tests.fakes.openai_server import FakeOpenAI
-from tests.harness import System, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.harness import System, llm_env
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +58,10 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
 def secure_system(
     nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
 ) -> Iterator[System]:
-    """A system whose gateway requires tokens (one per principal of tests/gateway_client.py)
+    """A system whose gateway requires tokens (one per principal of tests/support/gateway_client.py)
     and has small limits: 5 requests a minute and 2 in flight per principal, 500-char messages.
     Each gateway test uses principals of its own, so the limits of one never touch another."""
-    from tests.gateway_client import tokens_env
+    from tests.support.gateway_client import tokens_env
 
     env = {
         **llm_env(fake_llm.base_url),

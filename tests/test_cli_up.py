@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI
-from tests.harness import ROOT, Client, free_port, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.harness import ROOT, Client, free_port, llm_env
 
 
 def children_of(pid: int) -> list[int]:

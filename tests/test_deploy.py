@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from services.runtime import natsauth
-from tests.deploy_support import (
+from tests.support.deploy_support import (
     CUSTOM_SCHEMAS,
     NatsCluster,
     containers,
@@ -38,7 +38,7 @@ from tests.deploy_support import (
     queryable_names,
     selects,
 )
-from tests.harness import ROOT, SERVICES, System
+from tests.support.harness import ROOT, SERVICES, System
 
 DEPLOY = ROOT / "deploy"
 OVERLAYS = ("dev", "prod")

@@ -15,9 +15,9 @@ from nats.aio.client import Client as NATS
 
 from contracts import ChatRequested, Subjects, WorkerResult
 from services.runtime.natsserver import NatsServer
-from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.harness import System, llm_env
-from tests.probe import Probe
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.harness import System, llm_env
+from tests.support.probe import Probe
 
 SERVICES = ("frontline", "orchestrator", "evaluator", "workers")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
-from tests.harness import Client, System
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.harness import Client, System
 
 
 async def test_greeting_streams_tokens_then_ends(system: System, fake_llm: FakeOpenAI) -> None:

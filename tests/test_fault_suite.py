@@ -21,10 +21,10 @@ from nats.aio.client import Client as NATS
 
 from contracts import FINAL_STATUSES, Subjects
 from services.runtime.natsserver import NatsServer
-from tests.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
-from tests.fakes.sendgrid import FakeSendGrid
-from tests.harness import ROOT, System, llm_env
-from tests.probe import Probe
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.fakes.sendgrid import FakeSendGrid
+from tests.support.harness import ROOT, System, llm_env
+from tests.support.probe import Probe
 
 REQUESTS = 60
 EMAIL_EVERY = 4  # every 4th request sends an email

@@ -11,8 +11,8 @@ from typing import Any
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.harness import Client, System
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.harness import Client, System
 
 
 async def wait_for(predicate: Any, timeout: float = 30.0) -> None:

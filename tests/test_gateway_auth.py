@@ -18,9 +18,9 @@ from starlette.websockets import WebSocket, WebSocketState
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import SEND_QUEUE_FRAMES, Connection
 from services.runtime.settings import Settings
-from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.gateway_client import AuthClient, api, wait_status
-from tests.harness import System
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.gateway_client import AuthClient, api, wait_status
+from tests.support.harness import System
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from websockets.sync.client import ClientConnection, connect
 
 from contracts.client import ErrorCode, InitFrame, MessageFrame
-from tests.gateway_client import bearer
-from tests.harness import System
+from tests.support.gateway_client import bearer
+from tests.support.harness import System
 
 PRINCIPAL = "walter"
 MAX_MESSAGE_CHARS = 500  # the secure system's SIDEKICK_MAX_MESSAGE_CHARS

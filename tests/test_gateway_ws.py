@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import threading
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.gateway_client import AuthClient, api, wait_status
-from tests.harness import System
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.gateway_client import AuthClient, api, wait_status
+from tests.support.harness import System
 
 
 def needs_the_city(fake_llm: FakeOpenAI) -> None:

@@ -10,7 +10,7 @@ from contracts import FrontlineDecision
 from services.runtime.errors import LLMInvalidOutput, LLMNotConfigured, LLMUnavailable
 from services.runtime.llm import LLMClient, StreamResult
 from services.runtime.settings import LLMConfig, Settings
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 
 
 def client(fake: FakeOpenAI, *, retries: int = 2, timeout: float = 10) -> LLMClient:

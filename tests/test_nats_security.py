@@ -22,9 +22,9 @@ from contracts import Subjects
 from services.runtime.bus import ensure_topology
 from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
 from services.runtime.natsserver import NatsServer
-from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.gateway_client import wait_status
-from tests.harness import ROOT, Client, System, free_port, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.gateway_client import wait_status
+from tests.support.harness import ROOT, Client, System, free_port, llm_env
 
 NAMESPACE = "locked"
 

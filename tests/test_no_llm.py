@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.runtime.natsserver import NatsServer
-from tests.harness import Client, System
+from tests.support.harness import Client, System
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from nats.aio.client import Client as NATS
 from contracts import Subjects
 from contracts.email import OutboxEntry
 from services.runtime import outbox
-from tests.gateway_client import token
-from tests.harness import ROOT, System
+from tests.support.gateway_client import token
+from tests.support.harness import ROOT, System
 
 
 async def sidekick_outbox(

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tests.harness import ROOT, free_port
+from tests.support.harness import ROOT, free_port
 
 
 def test_a_service_without_nats_says_it_is_waiting_and_stops_on_sigterm() -> None:

@@ -12,7 +12,7 @@ import pytest
 from services.workers.tools.browser import Browser
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
-from tests.fakes.site import FakeSite
+from tests.support.fakes.site import FakeSite
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 

@@ -17,11 +17,11 @@ import pytest
 
 from services.runtime.natsserver import NatsServer
 from services.workers.tools.worker import SYSTEM
-from tests.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call
-from tests.fakes.pushover import FakePushover
-from tests.fakes.site import FakeSite
-from tests.fakes.wikipedia import FakeWikipedia
-from tests.harness import ROOT, Client, System, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call
+from tests.support.fakes.pushover import FakePushover
+from tests.support.fakes.site import FakeSite
+from tests.support.fakes.wikipedia import FakeWikipedia
+from tests.support.harness import ROOT, Client, System, llm_env
 
 MODEL = "fake-tools-e2e"
 MAX_STEPS = 4

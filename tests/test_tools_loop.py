@@ -16,7 +16,7 @@ from services.runtime.settings import LLMConfig, Settings
 from services.workers.base import WorkerDeps
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.worker import SYSTEM, ToolsWorker
-from tests.fakes.openai_server import FakeOpenAI, Reply, tool_call
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 
 MODEL = "fake-tools-loop"
 

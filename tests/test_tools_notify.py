@@ -13,7 +13,7 @@ from nats.js.kv import KeyValue
 
 from services.workers.tools.notify import Notifier, ledger_key
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
-from tests.fakes.pushover import FakePushover
+from tests.support.fakes.pushover import FakePushover
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.workers.tools.python_sandbox import Limits, PythonSandbox
-from tests.fakes.http import FakeServer, Response
+from tests.support.fakes.http import FakeServer, Response
 
 MiB = 1024 * 1024
 

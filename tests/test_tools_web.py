@@ -14,8 +14,8 @@ from services.workers.tools.catalog import USER_AGENT
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 from services.workers.tools.websearch import WebSearch
 from services.workers.tools.wikipedia import Wikipedia
-from tests.fakes.brave import FakeBrave, result
-from tests.fakes.wikipedia import FakeWikipedia
+from tests.support.fakes.brave import FakeBrave, result
+from tests.support.fakes.wikipedia import FakeWikipedia
 
 MARMALADE = (
     "Marmalade is a fruit preserve made from the juice and peel of citrus fruits boiled with "

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from services.runtime.natsserver import NatsServer
-from tests.fakes.openai_server import FakeOpenAI, verdict
-from tests.fakes.otlp import FakeOTLP, Span
-from tests.harness import Client, System, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI, verdict
+from tests.support.fakes.otlp import FakeOTLP, Span
+from tests.support.harness import Client, System, llm_env
 
 
 @pytest.fixture(scope="module")

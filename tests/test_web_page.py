@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, default_frontline, verdict
-from tests.gateway_client import token
-from tests.harness import ROOT, System
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, default_frontline, verdict
+from tests.support.gateway_client import token
+from tests.support.harness import ROOT, System
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM_ARGS = [

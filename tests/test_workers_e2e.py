@@ -14,12 +14,12 @@ from nats.aio.client import Client as NATS
 from contracts import Subjects, WorkerTask
 from services.runtime.natsserver import NatsServer
 from services.workers.freshness import NOTE
-from tests.fakes.brave import NEWS, WEB, FakeBrave, result
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.pages import PageServer
-from tests.fakes.sendgrid import SEND, FakeSendGrid
-from tests.harness import Client, System
-from tests.workers_support import by_schema, decide, start_system, wait_for
+from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.fakes.pages import PageServer
+from tests.support.fakes.sendgrid import SEND, FakeSendGrid
+from tests.support.harness import Client, System
+from tests.support.workers_support import by_schema, decide, start_system, wait_for
 
 SENDER = "sidekick@example.com"
 

@@ -15,10 +15,10 @@ from services.runtime.natsserver import NatsServer
 from services.workers.base import WorkerDeps
 from services.workers.email import EmailWorker
 from services.workers.settings import WorkerSettings
-from tests.fakes.http import Response
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.sendgrid import FakeSendGrid
-from tests.workers_support import by_schema, connected_deps, task
+from tests.support.fakes.http import Response
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.fakes.sendgrid import FakeSendGrid
+from tests.support.workers_support import by_schema, connected_deps, task
 
 SENDER = "sidekick@example.com"
 

@@ -14,11 +14,11 @@ from contracts import Source, WorkflowStatus
 from services.workers import freshness
 from services.workers.research import ResearchWorker
 from services.workers.settings import WorkerSettings
-from tests.fakes.brave import NEWS, WEB, FakeBrave, result
-from tests.fakes.http import Response
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.pages import PageServer
-from tests.workers_support import by_schema, task, unconnected_deps
+from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
+from tests.support.fakes.http import Response
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.fakes.pages import PageServer
+from tests.support.workers_support import by_schema, task, unconnected_deps
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import pytest
 from services.workers.brave import is_news_query, normalise_url
 from services.workers.search import SearchWorker
 from services.workers.settings import WorkerSettings
-from tests.fakes.brave import NEWS, WEB, FakeBrave, result
-from tests.fakes.http import Response
-from tests.fakes.openai_server import FakeOpenAI
-from tests.workers_support import task, unconnected_deps
+from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
+from tests.support.fakes.http import Response
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.workers_support import task, unconnected_deps
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from services.runtime.natsserver import NatsServer
-from tests.fakes.openai_server import FakeOpenAI
-from tests.harness import ROOT, Client, System
-from tests.workers_support import by_schema, decide, start_system
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.harness import ROOT, Client, System
+from tests.support.workers_support import by_schema, decide, start_system
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from contracts import CancelRequested, Subjects
-from tests.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.gateway_client import api, wait_status
-from tests.harness import System
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.gateway_client import api, wait_status
+from tests.support.harness import System
 
 
 def asks_for_the_city(fake_llm: FakeOpenAI) -> None:

@@ -24,6 +24,7 @@ from services.gateway.errors import (
     Unauthorized,
 )
 from services.gateway.intake import Intake, scoped
+from services.runtime import outbox
 from services.runtime.bus import Bus
 from services.runtime.kvstore import get_model, key_for
 
@@ -31,6 +32,7 @@ M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Request, str], Awaitable[Response]]
 
 MAX_BODY_BYTES = 256 * 1024
+OUTBOX_SCAN = 500
 _ID = re.compile(ID_PATTERN)
 REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
@@ -96,7 +98,9 @@ def path_id(request: Request, name: str, pattern: re.Pattern[str] = _ID) -> str:
 
 
 class PageApi:
-    """`GET /api/config` (public) and `GET /api/sessions/{uuid}/history` (the principal's)."""
+    """`GET /api/config` (public), and the principal's `GET /api/sessions/{uuid}/history` and
+    `GET /api/outbox` (mail kept unsent because no SendGrid key is set; optional query: `limit`
+    1-200, default 50, and `session`, a client uuid, for one conversation's mail)."""
 
     def __init__(self, bus: Bus, intake: Intake, auth: Auth) -> None:
         self.bus = bus
@@ -138,5 +142,19 @@ class PageApi:
                 "session": uuid,
                 "turns": [t.model_dump() for t in record.turns],
                 "parked": parked,
+            }
+        )
+
+    async def outbox(self, request: Request, principal: str) -> Response:
+        try:
+            limit = min(max(int(request.query_params.get("limit", "50")), 1), 200)
+        except ValueError:
+            return JSONResponse({"error": "limit must be a number"}, status_code=400)
+        entries = await outbox.read(self.bus.js, self.bus.subjects, limit=OUTBOX_SCAN)
+        mine = outbox.visible_to(entries, principal, request.query_params.get("session"))
+        return JSONResponse(
+            {
+                "note": f"Outbox mail was NOT sent: {outbox.SEND_HINT}",
+                "entries": [e.model_dump(mode="json") for e in mine[:limit]],
             }
         )

@@ -20,7 +20,6 @@ from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import OUTCOMES, Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
-from services.gateway.outbox import outbox_endpoint
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
@@ -103,7 +102,7 @@ def build(settings: Settings) -> ServiceHost:
         WebSocketRoute("/ws", ChatSocket(bus, hub, intake, auth).endpoint),
         Route("/api/config", pages.config),
         Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
-        Route("/api/outbox", guarded(auth, outbox_endpoint(bus)), methods=["GET"]),
+        Route("/api/outbox", guarded(auth, pages.outbox), methods=["GET"]),
         *Workflows(intake, auth, settings.max_message_chars).routes(),
     ]
     return ServiceHost(

@@ -1,6 +1,7 @@
 """The local outbox: mail the EMAIL worker could not send (no SendGrid key), kept on the
 JetStream stream `<NAMESPACE>_OUTBOX` under `<ns>.outbox.<request_id>`, marked NOT SENT.
-The workers write it; `sidekick outbox` and the gateway's `GET /api/outbox` read it."""
+The workers write it; `sidekick outbox` and the gateway's `GET /api/outbox` read it: this module is
+all of it (storing, reading, who may see an entry, and how it reads as text)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pydantic import ValidationError
 from contracts import Subjects
 from contracts.email import OutboxEntry
 from services.runtime.bus import DAY, ensure_stream, msg_id
+
+SEND_HINT = "set SENDGRID_API_KEY and SENDGRID_FROM_EMAIL to send mail."
 
 
 async def ensure_outbox(js: JetStreamContext, subjects: Subjects) -> None:
@@ -60,3 +63,27 @@ async def read(js: JetStreamContext, subjects: Subjects, limit: int = 50) -> lis
         except ValidationError:
             continue  # not ours to show
     return entries
+
+
+def visible_to(
+    entries: list[OutboxEntry], principal: str, session: str | None = None
+) -> list[OutboxEntry]:
+    """The entries of the principal's sessions (of one of its client uuids, if given)."""
+    mine = f"{principal}/"
+    if session:
+        return [e for e in entries if e.session_id == mine + session]
+    return [e for e in entries if e.session_id.startswith(mine)]
+
+
+def render(entries: list[OutboxEntry]) -> str:
+    if not entries:
+        return "The outbox is empty."
+    blocks = []
+    for e in entries:
+        body = "\n".join(f"    {line}" for line in e.body.splitlines())
+        blocks.append(
+            f"NOT SENT  {e.created_at:%Y-%m-%d %H:%M:%S %Z}  request {e.request_id}\n"
+            f"  To: {', '.join(e.to)}\n"
+            f"  Subject: {e.subject}\n{body}"
+        )
+    return "\n\n".join(blocks) + f"\n\nThese were NOT sent: {SEND_HINT}"

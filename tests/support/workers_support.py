@@ -16,8 +16,8 @@ from services.runtime.bus import Bus
 from services.runtime.llm import LLMClient
 from services.runtime.settings import LLMConfig, Settings
 from services.workers.base import WorkerDeps
-from tests.fakes.openai_server import FakeOpenAI, Script
-from tests.harness import System, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI, Script
+from tests.support.harness import System, llm_env
 
 ALL_KINDS = "GENERAL,SEARCH,RESEARCH,EMAIL"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.http import FakeServer, Recorded, Response
 
 SEND = "/v3/mail/send"
 

@@ -21,7 +21,7 @@ from nats.aio.client import Client as NATS
 
 from services.runtime import natsauth
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Custom resources are checked against the schemas in deploy/schemas/, not kubernetes-validate.
 CUSTOM_SCHEMAS = {

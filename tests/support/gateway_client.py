@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import websockets
 
-from tests.harness import Client, Conversation
+from tests.support.harness import Client, Conversation
 
 PRINCIPALS = (
     "alice",

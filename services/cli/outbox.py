@@ -21,21 +21,6 @@ from contracts.email import OutboxEntry
 from services.runtime import outbox
 
 
-def render(entries: list[OutboxEntry]) -> str:
-    if not entries:
-        return "The outbox is empty."
-    blocks = []
-    for e in entries:
-        body = "\n".join(f"    {line}" for line in e.body.splitlines())
-        blocks.append(
-            f"NOT SENT  {e.created_at:%Y-%m-%d %H:%M:%S %Z}  request {e.request_id}\n"
-            f"  To: {', '.join(e.to)}\n"
-            f"  Subject: {e.subject}\n{body}"
-        )
-    footer = "\nThese were NOT sent: set SENDGRID_API_KEY and SENDGRID_FROM_EMAIL to send mail."
-    return "\n\n".join(blocks) + "\n" + footer
-
-
 class GatewayRefused(Exception):
     """The gateway answered with an error status; the message says what to do."""
 
@@ -123,5 +108,5 @@ def show(
     if as_json:
         print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
     else:
-        print(render(entries))
+        print(outbox.render(entries))
     return 0

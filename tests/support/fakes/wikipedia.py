@@ -16,7 +16,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from tests.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.http import FakeServer, Recorded, Response
 
 API = "/w/api.php"
 

@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.http import FakeServer, Recorded, Response
 
 MESSAGES = "/1/messages.json"
 

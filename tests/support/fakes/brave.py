@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.http import FakeServer, Recorded, Response
 
 WEB = "/res/v1/web/search"
 NEWS = "/res/v1/news/search"

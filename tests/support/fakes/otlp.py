@@ -9,7 +9,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.http import FakeServer, Recorded, Response
 
 
 @dataclass

@@ -1,60 +1,17 @@
-"""The `sidekick` command."""
+"""The `sidekick` command: parses the arguments and hands each command to its own module."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
 
-SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
+from services.cli.run import SERVICES
 
 
-def _logging(service: str) -> None:
-    level = os.environ.get("SIDEKICK_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(
-        level=level,
-        format=f"%(asctime)s {service:<12} %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # Libraries are chatty at INFO; keep our own messages.
-    # (The openai SDK's HTTP client logs every request as `httpx2`, one INFO line per call.)
-    for noisy in ("httpx", "httpx2", "openai", "faststream", "nats"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-def _run(service: str, kinds: str | None) -> int:
-    from services.runtime.settings import Settings
-
-    _logging(service)
-    settings = Settings()
-    if service == "gateway":
-        from services.gateway.app import build as build_gateway
-
-        host = build_gateway(settings)
-    elif service == "frontline":
-        from services.frontline.app import build as build_frontline
-
-        host = build_frontline(settings)
-    elif service == "orchestrator":
-        from services.orchestrator.app import build as build_orchestrator
-
-        host = build_orchestrator(settings)
-    elif service == "evaluator":
-        from services.evaluator.app import build as build_evaluator
-
-        host = build_evaluator(settings)
-    else:
-        from services.workers.app import build as build_workers
-
-        host = build_workers(settings, kinds.split(",") if kinds else None)
-    host.run()
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sidekick", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -102,13 +59,23 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
     )
+    return parser
 
+
+def _gateway_port() -> str:
+    return os.environ.get("SIDEKICK_GATEWAY_PORT", "8080")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "run":
-        return _run(args.service, args.kinds)
+        from services.cli.run import run
+
+        return run(args.service, args.kinds)
     if args.command == "up":
+        from services.cli.up import up
         from services.runtime.settings import Settings
-        from services.supervisor import up
 
         settings = Settings()
         return up(
@@ -119,12 +86,11 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host,
         )
     if args.command == "outbox":
-        from services.outbox import show
+        from services.cli.outbox import show
         from services.runtime.settings import Settings
 
-        port = os.environ.get("SIDEKICK_GATEWAY_PORT", "8080")
         return show(
-            url=args.url or f"http://127.0.0.1:{port}",
+            url=args.url or f"http://127.0.0.1:{_gateway_port()}",
             nats_url=args.nats_url,
             namespace=Settings().namespace,
             limit=args.limit,
@@ -132,21 +98,13 @@ def main(argv: list[str] | None = None) -> int:
             token=args.token or os.environ.get("SIDEKICK_TOKEN"),
         )
     if args.command == "nats-config":
-        from services.runtime import natsauth
-        from services.runtime.settings import Settings
+        from services.cli.natsconfig import nats_config
 
-        tls = None
-        if args.tls_cert or args.tls_key:
-            if not (args.tls_cert and args.tls_key):
-                parser.error("--tls-cert and --tls-key go together")
-            tls = natsauth.TLS(args.tls_cert, args.tls_key, args.tls_ca, args.tls_verify)
-        namespace = args.namespace or Settings().namespace
-        print(natsauth.render(namespace, admin=args.admin, tls=tls), end="")
-        return 0
+        return nats_config(parser, args)
     if args.command == "chat":
-        from services.chat import chat
+        from services.cli.chat import chat
 
-        url = args.url or f"ws://127.0.0.1:{os.environ.get('SIDEKICK_GATEWAY_PORT', '8080')}/ws"
+        url = args.url or f"ws://127.0.0.1:{_gateway_port()}/ws"
         try:
             token = args.token or os.environ.get("SIDEKICK_TOKEN")
             return asyncio.run(chat(url, args.session, args.criteria, not args.quiet, token))

@@ -13,12 +13,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.runtime.natsauth import Credentials, write_config
+from services.runtime.natsauth import SERVICES, Credentials, write_config
 from services.runtime.natsserver import NatsServer, die_with_parent
 
 log = logging.getLogger("sidekick.up")
-
-SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 
 
 @dataclass

@@ -21,7 +21,7 @@ import websockets
 
 from services.runtime.natsserver import die_with_parent
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tests.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.http import FakeServer, Recorded, Response
 
 
 class FakeSite(FakeServer):

@@ -8,7 +8,7 @@ HEAD responses carry no body, as HTTP says."""
 
 from __future__ import annotations
 
-from tests.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.http import FakeServer, Recorded, Response
 
 PAGE = b"<html><head><title>A page</title></head><body>Fresh content.</body></html>"
 
