@@ -17,6 +17,7 @@ from contracts.decisions import (
 )
 from contracts.events import (
     EVENT_ADAPTER,
+    OUTCOMES,
     AnyEvent,
     CancelRequested,
     ChatRequested,
@@ -24,6 +25,7 @@ from contracts.events import (
     ClarificationRequested,
     EvaluationRequested,
     OrchestratorDecided,
+    Outcome,
     Progress,
     RequestCancelled,
     RequestCompleted,
@@ -36,13 +38,22 @@ from contracts.events import (
     WorkerTask,
     parse_event,
 )
-from contracts.state import FINAL_STATUSES, RequestStatus, SessionRecord, WorkflowStatus
+from contracts.state import (
+    FINAL_STATUSES,
+    TERMINAL_STATES,
+    RequestRecord,
+    RequestState,
+    SessionRecord,
+    WorkflowStatus,
+)
 from contracts.subjects import DEFAULT, Subjects
 
 __all__ = [
     "DEFAULT",
     "EVENT_ADAPTER",
     "FINAL_STATUSES",
+    "OUTCOMES",
+    "TERMINAL_STATES",
     "WORKER_DESCRIPTIONS",
     "AnyEvent",
     "CancelRequested",
@@ -55,14 +66,16 @@ __all__ = [
     "Model",
     "OrchestratorDecided",
     "OrchestratorDecision",
+    "Outcome",
     "Parameter",
     "Progress",
     "Question",
     "RequestCancelled",
     "RequestCompleted",
     "RequestFailed",
+    "RequestRecord",
     "RequestRouted",
-    "RequestStatus",
+    "RequestState",
     "SessionRecord",
     "Source",
     "StreamChunk",

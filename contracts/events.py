@@ -248,6 +248,9 @@ AnyEvent = Annotated[
 EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 TerminalEvent = RequestCompleted | RequestFailed | RequestCancelled
+# How a request ends, or parks waiting for the user: what its record keeps and clients are sent.
+Outcome = RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
+OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequested)
 
 
 def parse_event(data: bytes | str) -> AnyEvent:

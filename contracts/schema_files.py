@@ -31,7 +31,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "CancelRequested": events.CancelRequested,
     "RequestCancelled": events.RequestCancelled,
     "SessionRecord": state.SessionRecord,
-    "RequestStatus": state.RequestStatus,
+    "RequestRecord": state.RequestRecord,
     "ResearchPlan": research.ResearchPlan,
     "ResearchSynthesis": research.ResearchSynthesis,
     "EmailDraft": email.EmailDraft,

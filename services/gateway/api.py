@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from contracts import RequestStatus, SessionRecord
+from contracts import SessionRecord
 from contracts.client import ID_PATTERN, REQUEST_ID_PATTERN
 from services.gateway.auth import Auth
 from services.gateway.errors import (
@@ -126,7 +126,7 @@ class PageApi:
         record = record or SessionRecord()
         parked: dict[str, Any] | None = None
         if record.parked is not None:
-            status, _ = await get_model(self.bus.kv.status, record.parked, RequestStatus)
+            status = await self.intake.record(record.parked)
             if (
                 status
                 and status.principal == principal

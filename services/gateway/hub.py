@@ -13,8 +13,10 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketState
 
 from contracts import (
+    OUTCOMES,
     AnyEvent,
     ClarificationRequested,
+    Outcome,
     Progress,
     RequestCancelled,
     RequestCompleted,
@@ -27,10 +29,6 @@ log = logging.getLogger("sidekick.gateway")
 
 SEND_QUEUE_FRAMES = 1024
 SEEN_LIMIT = 4096
-
-# How a request ends (or parks) — the events kept in the results bucket.
-Outcome = RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
-OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequested)
 
 
 @dataclass(eq=False)

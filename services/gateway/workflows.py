@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from contracts import FINAL_STATUSES, RequestStatus, new_id
+from contracts import RequestRecord, new_id
 from services.gateway.api import REQUEST_ID, guarded, parse_body, path_id
 from services.gateway.auth import Auth
 from services.gateway.errors import Conflict, Invalid
@@ -52,7 +52,7 @@ class WorkflowFeedback(Body):
     additional_context: StrictStr | None = Field(default=None, description="Anything else.")
 
 
-def view(status: RequestStatus) -> dict[str, Any]:
+def view(status: RequestRecord) -> dict[str, Any]:
     return {
         "workflow_id": status.request_id,
         "status": status.status,
@@ -75,7 +75,7 @@ def view(status: RequestStatus) -> dict[str, Any]:
     }
 
 
-def summary(status: RequestStatus) -> dict[str, Any]:
+def summary(status: RequestRecord) -> dict[str, Any]:
     return {
         "workflow_id": status.request_id,
         "status": status.status,
@@ -133,8 +133,8 @@ class Workflows:
         except ValueError as exc:
             raise Invalid("limit must be a whole number.") from exc
         ids = await self.intake.recent(principal, limit)
-        found = await asyncio.gather(*(self.intake.status(rid) for rid in ids))
-        items = [summary(s) for s, _ in found if s is not None and s.principal == principal]
+        found = await asyncio.gather(*(self.intake.record(rid) for rid in ids))
+        items = [summary(s) for s in found if s is not None and s.principal == principal]
         return JSONResponse({"workflows": items})
 
     async def get(self, request: Request, principal: str) -> Response:
@@ -144,7 +144,7 @@ class Workflows:
     async def delete(self, request: Request, principal: str) -> Response:
         workflow_id = path_id(request, "workflow_id", REQUEST_ID)
         status = await self.intake.owned(principal, workflow_id)
-        if status.status not in FINAL_STATUSES:
+        if not status.ended:
             # Conflict: it ended meanwhile, and cancelling what has ended is already done.
             with contextlib.suppress(Conflict):
                 await self.intake.cancel(principal, workflow_id)

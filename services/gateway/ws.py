@@ -13,15 +13,15 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import ClarificationRequested, SessionRecord, new_id
+from contracts import ClarificationRequested, Outcome, new_id
 from contracts.client import AuthFrame, CancelFrame, ErrorCode, InitFrame, MessageFrame
 from services.gateway.auth import Auth
 from services.gateway.errors import GatewayError
-from services.gateway.hub import Connection, Hub, Outcome, outcome_frames
+from services.gateway.hub import Connection, Hub, outcome_frames
 from services.gateway.intake import Intake, Request, scoped
 from services.runtime.bus import Bus
 from services.runtime.metrics import GATEWAY_FRAMES_REJECTED
-from services.runtime.outcomes import load_session, update_session
+from services.runtime.sessions import load_session, mark_delivered, update_session
 
 __all__ = ["ChatSocket", "scoped"]
 
@@ -209,7 +209,7 @@ class ChatSocket:
         record = await load_session(self.bus, session_id)
         if record.parked is None:
             return None
-        status, _ = await self.intake.status(record.parked)
+        status = await self.intake.record(record.parked)
         if (
             status is None
             or status.principal != conn.principal
@@ -253,7 +253,7 @@ class ChatSocket:
                 if isinstance(outcome, ClarificationRequested):
                     await self._send(conn, outcome)
             if sent:
-                await update_session(self.bus, session_id, lambda rec: _drop(rec, sent))
+                await update_session(self.bus, session_id, lambda rec: mark_delivered(rec, sent))
         except Exception as exc:  # the live socket must survive a store hiccup
             log.warning("could not replay session %s: %r", session_id, exc)
 
@@ -263,13 +263,6 @@ class ChatSocket:
                 conn.send({"event": "replay", "request_id": outcome.request_id})
             for frame in outcome_frames(conn, outcome):
                 conn.send(frame)
-
-
-def _drop(record: SessionRecord, request_ids: list[str]) -> SessionRecord | None:
-    undelivered = [r for r in record.undelivered if r not in request_ids]
-    if undelivered == record.undelivered:
-        return None
-    return record.model_copy(update={"undelivered": undelivered})
 
 
 def describe(exc: ValidationError) -> str:

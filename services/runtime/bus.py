@@ -39,6 +39,7 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects
+from services.runtime.lifecycle import Requests
 from services.runtime.metrics import DEAD_LETTERS
 from services.runtime.settings import Settings
 
@@ -60,7 +61,6 @@ def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
 class Buckets:
     requests: KeyValue
     sessions: KeyValue
-    results: KeyValue
     ledger: KeyValue
     status: KeyValue
     cache: KeyValue
@@ -134,9 +134,6 @@ async def ensure_topology(
         sessions=await ensure_bucket(
             js, subjects.sessions_bucket, history=1, ttl=30 * DAY, replicas=replicas
         ),
-        results=await ensure_bucket(
-            js, subjects.results_bucket, history=1, ttl=7 * DAY, replicas=replicas
-        ),
         ledger=await ensure_bucket(
             js, subjects.ledger_bucket, history=1, ttl=30 * DAY, replicas=replicas
         ),
@@ -189,6 +186,11 @@ class Bus:
     def kv(self) -> Buckets:
         assert self._buckets is not None, "Bus.setup() has not run"
         return self._buckets
+
+    @property
+    def requests(self) -> Requests:
+        """Request records, moved as this service (see services/runtime/lifecycle.py)."""
+        return Requests(self.kv.status, self.service)
 
     async def publish(self, event: BaseModel, subject: str, *, dedupe_key: str) -> None:
         """Durable publish on JetStream; the server drops a second copy with the same key."""

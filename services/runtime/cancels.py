@@ -1,7 +1,7 @@
 """Hearing cancellations: every replica of a service subscribes (core NATS, no queue group) to
 the cancel subject, which the gateway publishes on JetStream for the orchestrator's durable
-consumer; core subscribers see the same message. The request's status record is the source of
-truth for requests whose cancel arrived before this process started."""
+consumer; core subscribers see the same message. The request's record is the source of truth
+for requests whose cancel arrived before this process started."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pydantic import ValidationError
 from contracts import CancelRequested
 from services.runtime.bus import Bus
 from services.runtime.metrics import CANCELLATIONS
-from services.runtime.outcomes import load_status
 
 log = logging.getLogger("sidekick.cancel")
 
@@ -54,8 +53,8 @@ class Cancellations:
         """True if the request was cancelled (here, or before this process heard of it)."""
         if request_id in self.seen:
             return True
-        status = await load_status(self.bus, request_id)
-        return status is not None and status.status == "cancelled"
+        tracked = await self.bus.requests.load(request_id)
+        return tracked is not None and tracked.value.state == "cancelled"
 
     async def run(self, request_id: str, work: asyncio.Task[object]) -> bool:
         """Await `work`; False if it was stopped because its request was cancelled."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -10,8 +11,8 @@ from contracts import WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.bus import Bus, msg_id
 from services.runtime.cancels import Cancellations
 from services.runtime.host import ServiceHost, make_broker
+from services.runtime.lifecycle import IllegalMove
 from services.runtime.llm import LLMClient
-from services.runtime.outcomes import update_status
 from services.runtime.settings import Settings
 from services.workers.base import Worker, WorkerDeps, result_for
 from services.workers.email import EmailWorker
@@ -48,7 +49,9 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
     )
 
     async def stage(request_id: str, status: WorkflowStatus, detail: str) -> None:
-        await update_status(bus, request_id, status=status, detail=detail)
+        # A step of the attempt the request is in; refused (and dropped) once it moved on.
+        with contextlib.suppress(IllegalMove):
+            await bus.requests.move(request_id, "working", status=status, detail=detail)
 
     deps = WorkerDeps(bus=bus, settings=settings, llm=llm, stage=stage)
     cancels = Cancellations(bus)
