@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
-from contracts.base import Event, Source, Turn, Usage
+from contracts.base import Event, Model, Source, Turn, Usage
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
 
 
@@ -256,3 +256,12 @@ OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequ
 def parse_event(data: bytes | str) -> AnyEvent:
     """Parse any event from its JSON; raises pydantic.ValidationError on bad input."""
     return EVENT_ADAPTER.validate_json(data)
+
+
+class DeadLetter(Model):
+    """A message that could not be processed, kept in the dead-letter stream with its reason."""
+
+    source: str = Field(description="The service that gave up on it.")
+    reason: str = Field(description="Why: 'invalid: ...', 'exhausted: ...', 'max deliveries ...'.")
+    headers: dict[str, str] = Field(description="The message's headers.")
+    body: str | None = Field(default=None, description="The message's body, if it is text.")

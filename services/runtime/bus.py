@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects
+from contracts.events import DeadLetter
 from services.runtime.lifecycle import Requests
 from services.runtime.metrics import DEAD_LETTERS
 from services.runtime.settings import Settings
@@ -222,11 +222,12 @@ class Bus:
         self, source: str, reason: str, data: bytes, headers: dict[str, str]
     ) -> None:
         DEAD_LETTERS.labels(source, reason.split(":")[0][:40]).inc()
-        record = {"source": source, "reason": reason, "headers": headers}
+        text: str | None = None
         with contextlib.suppress(UnicodeDecodeError):
-            record["body"] = data.decode()
+            text = data.decode()
+        record = DeadLetter(source=source, reason=reason, headers=headers, body=text)
         await self.broker.publish(
-            json.dumps(record).encode(),
+            record.model_dump_json(exclude_none=True).encode(),
             self.subjects.deadletter(source),
             stream=self.subjects.deadletter_stream,
             timeout=10,
