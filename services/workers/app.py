@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from contracts import WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.bus import Bus, msg_id
@@ -52,9 +52,14 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
 
     deps = WorkerDeps(bus=bus, settings=settings, llm=llm, stage=stage)
     cancels = Cancellations(bus)
+    on_ready: list[Callable[[], Awaitable[None]]] = []
     for kind in chosen:
-        _register(bus, REGISTRY[kind](deps), cancels)
-    return ServiceHost("workers", settings, bus)
+        worker = REGISTRY[kind](deps)
+        _register(bus, worker, cancels)
+        startup = getattr(worker, "startup", None)
+        if startup is not None:
+            on_ready.append(startup)
+    return ServiceHost("workers", settings, bus, on_ready=on_ready)
 
 
 def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:

@@ -60,6 +60,14 @@ class ToolsWorker:
             call_timeout=CALL_TIMEOUT,
         )
 
+    async def startup(self) -> None:
+        """Say once, at start, whether python_run can run here (and if not, why)."""
+        status = await self.clients.python.status()
+        if status.available:
+            log.info("python_run sandbox: %s", status.detail)
+        else:
+            log.warning("python_run is disabled: %s", status.detail)
+
     async def aclose(self) -> None:
         """Stop the browser and close the HTTP client (at process shutdown)."""
         await self.clients.close()
