@@ -76,13 +76,22 @@ def worker_llm(fake_llm: FakeOpenAI) -> LLMClient:
     return LLMClient(config, timeout=10, max_retries=0)
 
 
-def local_settings(nats_url: str = "nats://127.0.0.1:9", namespace: str = "unused") -> Settings:
-    return Settings(nats_url=nats_url, namespace=namespace, ack_wait=5, heartbeat_interval=1)
+def local_settings(
+    nats_url: str = "nats://127.0.0.1:9", namespace: str = "unused", egress_allow: str = ""
+) -> Settings:
+    return Settings(
+        nats_url=nats_url,
+        namespace=namespace,
+        ack_wait=5,
+        heartbeat_interval=1,
+        egress_allow=egress_allow,
+    )
 
 
-def unconnected_deps(fake_llm: FakeOpenAI) -> WorkerDeps:
-    """For kinds that never touch the bus (SEARCH, RESEARCH)."""
-    settings = local_settings()
+def unconnected_deps(fake_llm: FakeOpenAI, egress_allow: str = "") -> WorkerDeps:
+    """For kinds that never touch the bus (SEARCH, RESEARCH). `egress_allow`: the local fakes
+    the egress check lets through (SIDEKICK_EGRESS_ALLOW)."""
+    settings = local_settings(egress_allow=egress_allow)
     return WorkerDeps(
         bus=Bus(NatsBroker(settings.nats_url), settings, "test"),
         settings=settings,

@@ -15,6 +15,7 @@ import httpx
 from nats.js.kv import KeyValue
 from pydantic import Field
 
+from services.runtime.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.files import Files
 from services.workers.tools.notify import Notifier
@@ -43,7 +44,12 @@ class Clients:
 
     @classmethod
     def create(
-        cls, settings: ToolsSettings, *, data_dir: Path, ledger: Callable[[], KeyValue]
+        cls,
+        settings: ToolsSettings,
+        *,
+        data_dir: Path,
+        ledger: Callable[[], KeyValue],
+        egress: Egress,
     ) -> Clients:
         http = httpx.AsyncClient(
             timeout=settings.http_timeout,
@@ -63,6 +69,7 @@ class Clients:
             browser=Browser(
                 settings.chromium_path,
                 timeout=settings.browser_timeout,
+                egress=egress,
                 screenshot_dir=settings.browser_screenshot_dir,
             ),
             python=PythonSandbox(

@@ -52,7 +52,10 @@ class ToolsWorker:
         self.settings = settings or ToolsSettings()
         bus = deps.bus
         self.clients = Clients.create(
-            self.settings, data_dir=deps.settings.data_dir, ledger=lambda: bus.kv.ledger
+            self.settings,
+            data_dir=deps.settings.data_dir,
+            ledger=lambda: bus.kv.ledger,
+            egress=deps.settings.egress,
         )
         self.toolbox = ToolBox(
             self.clients.tools(),
