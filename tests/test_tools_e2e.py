@@ -57,6 +57,7 @@ def tools_system(
     logs_dir: Path,
     wiki: FakeWikipedia,
     pushover: FakePushover,
+    site: FakeSite,
 ) -> Iterator[System]:
     with searchable_dir() as files:
         env = {
@@ -65,6 +66,8 @@ def tools_system(
             "SIDEKICK_WORKERS": "GENERAL,TOOLS",
             "SIDEKICK_TOOLS_MAX_STEPS": str(MAX_STEPS),
             "SIDEKICK_FILES_ROOT": str(files),
+            # The local site is operator-trusted here; nothing else on loopback is.
+            "SIDEKICK_EGRESS_ALLOW": site.host_port,
             "SIDEKICK_BROWSER_SCREENSHOT_DIR": str(SCREENSHOTS),
             "SIDEKICK_WIKIPEDIA_BASE_URL": wiki.url,
             "PUSHOVER_TOKEN": pushover.token,
