@@ -96,3 +96,23 @@ def test_the_gvisor_component_runs_the_tools_worker_under_gvisor(tmp_path: Path)
     for deployment in find(docs, "Deployment"):
         runtime = deployment["spec"]["template"]["spec"].get("runtimeClassName")
         assert (runtime == "gvisor") == (deployment["metadata"]["name"] == TOOLS)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_bootstrap_job_holds_the_nats_admin_password(overlay: str) -> None:
+    docs = rendered(overlay)
+    (job,) = find(docs, "Job", "sidekick-bootstrap")
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["bootstrap"]
+    env = {e["name"]: e for e in c["env"]}
+    assert (
+        env["NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "SIDEKICK_NATS_PASSWORD_ADMIN"
+    )
+    assert env["SIDEKICK_NATS_URL"]["value"].startswith("nats://admin:$(NATS_PASSWORD)@")
+    for deployment in find(docs, "Deployment"):
+        for container in containers(deployment):
+            keys = {
+                e.get("valueFrom", {}).get("secretKeyRef", {}).get("key")
+                for e in container.get("env", [])
+            }
+            assert "SIDEKICK_NATS_PASSWORD_ADMIN" not in keys, deployment["metadata"]["name"]

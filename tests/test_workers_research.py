@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts import Source, WorkflowStatus
+from contracts import Source, WorkerTask, WorkflowStatus
 from services.workers import freshness
 from services.workers.research import ResearchWorker
 from services.workers.settings import WorkerSettings
@@ -291,8 +291,8 @@ async def test_research_shows_each_pipeline_step_in_the_request_status(
     script_research(fake_llm, plan(["latest chip news"], fresh=True), "New chips [1].")
     steps: list[tuple[str, str]] = []
 
-    async def record(request_id: str, status: WorkflowStatus, detail: str) -> None:
-        steps.append((request_id, status))
+    async def record(task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
+        steps.append((task.request_id, status))
 
     deps = unconnected_deps(fake_llm)
     deps.stage = record

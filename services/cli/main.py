@@ -37,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
         help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
     )
 
+    p_boot = sub.add_parser(
+        "bootstrap", help="create the bus's streams, buckets and consumers (NATS admin user)"
+    )
+    p_boot.add_argument("--nats-url", default=None, help="default $SIDEKICK_NATS_URL")
+
     p_natsconf = sub.add_parser(
         "nats-config", help="print a locked-down nats-server config (one user per service)"
     )
@@ -97,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             as_json=args.json,
             token=args.token or os.environ.get("SIDEKICK_TOKEN"),
         )
+    if args.command == "bootstrap":
+        from services.cli.bootstrap import main as bootstrap
+
+        return bootstrap(args.nats_url)
     if args.command == "nats-config":
         from services.cli.natsconfig import nats_config
 

@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 from services.runtime.bus import Bus
 from services.runtime.busmetrics import prometheus_middleware
 from services.runtime.metrics import READY, REGISTRY
+from services.runtime.natsauth import inbox_prefix
 from services.runtime.settings import Settings
 from services.runtime.telemetry import setup_tracing
 
@@ -36,6 +37,8 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
     return NatsBroker(
         settings.nats_url,
         name=f"sidekick-{service}",
+        # Replies come to the service's own inbox prefix, the only one its NATS user may read.
+        inbox_prefix=inbox_prefix(service),
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
         middlewares=[

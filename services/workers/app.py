@@ -6,12 +6,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from contracts import WorkerResult, WorkerTask, WorkflowStatus
+from contracts import Progress, WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.bus import Bus, msg_id
 from services.runtime.cancels import Cancellations
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.outcomes import update_status
 from services.runtime.settings import Settings
 from services.workers.base import Worker, WorkerDeps, result_for
 from services.workers.email import EmailWorker
@@ -47,8 +46,17 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
         settings.llm("worker"), timeout=settings.llm_timeout, max_retries=settings.llm_max_retries
     )
 
-    async def stage(request_id: str, status: WorkflowStatus, detail: str) -> None:
-        await update_status(bus, request_id, status=status, detail=detail)
+    async def stage(task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
+        # Workers may not touch the request records (they hold other requests' answers): the
+        # step goes out as progress, and the gateway brings the record up to date.
+        step = Progress(
+            request_id=task.request_id,
+            session_id=task.session_id,
+            stage="worker_step",
+            detail=detail,
+            workflow_status=status,
+        )
+        await bus.emit(step, bus.subjects.progress(task.request_id))
 
     deps = WorkerDeps(bus=bus, settings=settings, llm=llm, stage=stage)
     cancels = Cancellations(bus)

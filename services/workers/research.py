@@ -178,7 +178,7 @@ class ResearchWorker:
 
     async def stage(self, task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
         """Show the pipeline's step in the request's status (the workflows API reads it)."""
-        await self.report(task.request_id, status, detail)
+        await self.report(task, status, detail)
 
     async def research(self, queries: list[str], fresh: bool) -> list[Source]:
         """Run every query (news where the query is news-like and freshness matters), merge in

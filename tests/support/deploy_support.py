@@ -289,22 +289,38 @@ class NatsCluster:
                 proc.wait()
 
     async def check_auth(self, creds: natsauth.Credentials) -> None:
-        """A service publishes to a 3-replica stream as its own user, on a node other than the
-        stream's; no password and a wrong one are refused."""
-        nc = NATS()
-        await nc.connect(creds.url(self.client_urls[0], "gateway"), max_reconnect_attempts=0)
+        """The admin makes a 3-replica stream (as the bootstrap Job does); a service publishes
+        to it as its own user, on a node other than the stream's; no password and a wrong one
+        are refused."""
+        subject = "sidekick.chat.requested"
+        deadline = time.monotonic() + 30
+        admin = NATS()
+        await admin.connect(
+            creds.url(self.client_urls[1], natsauth.ADMIN), max_reconnect_attempts=0
+        )
         try:
-            js = nc.jetstream()
-            subject = "sidekick.chat.requested"
-            deadline = time.monotonic() + 30
             while True:  # the meta leader may still be settling
                 try:
-                    await js.add_stream(name="DEPLOY_CHECK", subjects=[subject], num_replicas=3)
+                    await admin.jetstream().add_stream(
+                        name="DEPLOY_CHECK", subjects=[subject], num_replicas=3
+                    )
                     break
                 except nats.errors.Error:
                     if time.monotonic() > deadline:
                         raise
                     await asyncio.sleep(0.3)
+            info = await admin.jetstream().stream_info("DEPLOY_CHECK")
+            assert info.cluster is not None and len(info.cluster.replicas or []) == 2
+        finally:
+            await admin.close()
+        nc = NATS()
+        await nc.connect(
+            creds.url(self.client_urls[0], "gateway"),
+            max_reconnect_attempts=0,
+            inbox_prefix=natsauth.inbox_prefix("gateway"),
+        )
+        try:
+            js = nc.jetstream()
             while True:  # so may the new stream's own leader
                 try:
                     ack = await js.publish(subject, b"hello", timeout=5)
@@ -314,8 +330,6 @@ class NatsCluster:
                         raise
                     await asyncio.sleep(0.3)
             assert ack.stream == "DEPLOY_CHECK"
-            info = await js.stream_info("DEPLOY_CHECK")
-            assert info.cluster is not None and len(info.cluster.replicas or []) == 2
         finally:
             await nc.close()
         for url in (

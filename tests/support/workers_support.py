@@ -12,6 +12,7 @@ from typing import Any
 from faststream.nats import NatsBroker
 
 from contracts import WorkerTask
+from services.cli.bootstrap import run_bootstrap
 from services.runtime.bus import Bus
 from services.runtime.llm import LLMClient
 from services.runtime.settings import LLMConfig, Settings
@@ -100,9 +101,12 @@ def unconnected_deps(fake_llm: FakeOpenAI, egress_allow: str = "") -> WorkerDeps
 
 
 async def connected_deps(fake_llm: FakeOpenAI, nats_url: str, namespace: str) -> WorkerDeps:
+    """A workers' bus on a fresh namespace, after the bootstrap step (run as `nats_url`'s user,
+    the test server's admin)."""
     settings = local_settings(nats_url, namespace)
-    bus = Bus(NatsBroker(nats_url), settings, "test")
-    await bus.setup()
+    await run_bootstrap(nats_url, settings)
+    bus = Bus(NatsBroker(nats_url), settings, "workers")
+    await bus.setup(wait=10)
     return WorkerDeps(bus=bus, settings=settings, llm=worker_llm(fake_llm))
 
 
