@@ -14,6 +14,7 @@ export class Sidebar {
     this.nav = $("sidebar");
     this.toggle = $("sidebar-toggle");
     this.pending = null;
+    this.again = false;
     this.toggle.addEventListener("click", () => this.fold(this.nav.classList.contains("open")));
     this.list.addEventListener("click", (ev) => {
       const button = ev.target.closest("button[data-uuid]");
@@ -36,12 +37,20 @@ export class Sidebar {
     }
   }
 
-  /** Reload the list; calls made while one is in flight share it. */
+  /** Reload the list. A call made while a load is in flight asks for one more after it
+   * (that load may have been answered before the change the caller knows of). */
   refresh() {
-    if (!this.pending) {
-      this.pending = this.load().finally(() => { this.pending = null; });
+    if (this.pending) {
+      this.again = true;
+      return;
     }
-    return this.pending;
+    this.pending = this.load().finally(() => {
+      this.pending = null;
+      if (this.again) {
+        this.again = false;
+        this.refresh();
+      }
+    });
   }
 
   async load() {
