@@ -54,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
         "--tls-verify", action="store_true", help="require client certificates (mutual TLS)"
     )
 
+    p_eval = sub.add_parser(
+        "eval", help="measure answer quality with and without the evaluator loop"
+    )
+    from services.cli.eval import add_arguments
+
+    add_arguments(p_eval)
+
     p_outbox = sub.add_parser("outbox", help="show mail kept unsent in the local outbox")
     p_outbox.add_argument("--url", default=None, help="gateway, default http://127.0.0.1:8080")
     p_outbox.add_argument("--nats-url", default=None, help="read the outbox stream directly")
@@ -102,6 +109,13 @@ def main(argv: list[str] | None = None) -> int:
             as_json=args.json,
             token=args.token or os.environ.get("SIDEKICK_TOKEN"),
         )
+    if args.command == "eval":
+        from services.cli.eval import run_eval
+
+        try:
+            return run_eval(args)
+        except KeyboardInterrupt:
+            return 130
     if args.command == "nats-config":
         from services.cli.natsconfig import nats_config
 
