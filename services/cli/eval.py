@@ -8,15 +8,15 @@ import asyncio
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from services.evals.cases import DATASET, KINDS
 
-from services.evals.cases import DATASET, KINDS, CasesError, load_cases
-from services.evals.judge import Judge, judge_config
-from services.evals.report import PricesError, load_prices, load_report, print_report, report
-from services.evals.runner import MODES, CaseRun, Mode, Target, http_url_of, run_case
+if TYPE_CHECKING:  # the rest is imported when the command runs: `sidekick --help` stays quick
+    from rich.console import Console
+
+    from services.evals.judge import Judge
+    from services.evals.runner import CaseRun, Mode, Target
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,6 +46,13 @@ def priced_model(given: str | None) -> str:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from services.evals.cases import CasesError, load_cases
+    from services.evals.judge import Judge, judge_config
+    from services.evals.report import PricesError, load_prices, load_report, print_report, report
+    from services.evals.runner import Target, http_url_of
+
     console = Console()
     err = Console(stderr=True)
     try:
@@ -114,6 +121,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def parse_modes(text: str) -> list[Mode]:
+    from services.evals.runner import MODES
+
     modes = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
@@ -129,6 +138,14 @@ def run_all(
     judge: Judge | None,
     err: Console,
 ) -> list[CaseRun]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -156,6 +173,8 @@ async def evaluate(
     judge: Judge | None,
     done: Any,
 ) -> list[CaseRun]:
+    from services.evals.runner import run_case
+
     gate = asyncio.Semaphore(concurrency)
 
     async def one(case: Any, mode: Mode) -> CaseRun:
