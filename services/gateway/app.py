@@ -113,12 +113,22 @@ def build(settings: Settings) -> ServiceHost:
     async def page(_: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
+    async def favicon(_: Request) -> Response:
+        # Browsers ask for /favicon.ico on their own, whatever the page links.
+        return FileResponse(
+            STATIC / "favicon.ico",
+            media_type="image/x-icon",
+            headers={"cache-control": "max-age=86400"},
+        )
+
     pages = PageApi(bus, intake, auth)
     routes: list[BaseRoute] = [
         Route("/", page),
+        Route("/favicon.ico", favicon),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
         WebSocketRoute("/ws", ChatSocket(bus, hub, intake, auth).endpoint),
         Route("/api/config", pages.config),
+        Route("/api/sessions", guarded(auth, pages.sessions)),
         Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
         Route("/api/outbox", guarded(auth, pages.outbox), methods=["GET"]),
         *Workflows(intake, auth, settings.max_message_chars).routes(),
