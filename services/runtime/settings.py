@@ -110,6 +110,25 @@ class Settings(BaseSettings):
         default=10, ge=0, description="Requests in flight per principal; 0 = no limit."
     )
     max_message_chars: int = Field(default=20_000, ge=1, description="Longest user message.")
+    max_connections: int = Field(
+        default=10_000, ge=1, description="Open HTTP/WebSocket connections one server holds."
+    )
+    max_connections_per_client: int = Field(
+        default=256, ge=0, description="Connections one client address may hold (0 = no cap)."
+    )
+    connection_limit_exempt: str = Field(
+        default="127.0.0.1,::1",
+        description="Addresses the per-client cap does not apply to (this machine, a proxy).",
+    )
+    http_head_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a client has to send a request's head."
+    )
+    ws_first_frame_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds a new WebSocket has to send its first frame."
+    )
+    ws_idle_timeout: float = Field(
+        default=3600.0, gt=0, description="Seconds a WebSocket may stay without a client frame."
+    )
     egress_allow: str = Field(
         default="",
         description="host:port entries exempt from the egress check (operator-trusted).",
