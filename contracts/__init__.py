@@ -5,7 +5,17 @@ compared by a test, so a wire change is always a visible diff (`python -m contra
 rewrites them).
 """
 
-from contracts.base import Event, Model, Source, Turn, Usage, new_id, utcnow
+from contracts.base import (
+    FINAL_STATUSES,
+    Event,
+    Model,
+    Source,
+    Turn,
+    Usage,
+    WorkflowStatus,
+    new_id,
+    utcnow,
+)
 from contracts.decisions import (
     WORKER_DESCRIPTIONS,
     FrontlineDecision,
@@ -39,12 +49,10 @@ from contracts.events import (
     parse_event,
 )
 from contracts.state import (
-    FINAL_STATUSES,
     TERMINAL_STATES,
     RequestRecord,
     RequestState,
     SessionRecord,
-    WorkflowStatus,
 )
 from contracts.subjects import DEFAULT, Subjects
 

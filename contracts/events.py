@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
-from contracts.base import Event, Model, Source, Turn, Usage
+from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
 
 
@@ -136,6 +136,7 @@ ProgressStage = Literal[
     "attempt_finished",
     "evaluated",
     "retrying",
+    "worker_step",
 ]
 
 
@@ -151,6 +152,10 @@ class Progress(Event):
     score: int | None = Field(default=None, description="Verdict score, for 'evaluated'.")
     feedback: str | None = Field(default=None, description="Verdict feedback, for 'evaluated'.")
     suggestions: list[str] = Field(default_factory=list, description="Verdict suggestions.")
+    workflow_status: WorkflowStatus | None = Field(
+        default=None,
+        description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
+    )
 
 
 class RequestCompleted(Event):

@@ -19,11 +19,10 @@ from pydantic import (
     StrictStr,
 )
 
-from contracts.base import Model, Turn
+from contracts.base import Model, Turn, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 from contracts.email import OutboxEntry
 from contracts.frames import ErrorBody
-from contracts.state import WorkflowStatus
 
 # Times as Python writes them ("+00:00"), as this API always has.
 IsoTime = Annotated[
@@ -156,3 +155,14 @@ class WorkflowSummary(Model):
 
 class WorkflowList(HttpBody):
     workflows: list[WorkflowSummary] = Field(description="The caller's, newest first.")
+
+
+class SessionSummary(Model):
+    uuid: str = Field(description="The conversation's session uuid.")
+    title: str = Field(description="Its first message (shortened).")
+    updated_at: IsoTime = Field(description="Its last activity.")
+    requests: int = Field(description="How many of the scanned requests belong to it.")
+
+
+class SessionList(HttpBody):
+    sessions: list[SessionSummary] = Field(description="The caller's conversations, newest first.")

@@ -50,6 +50,7 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "ErrorResponse": http.ErrorResponse,
     "PageConfig": http.PageConfig,
     "SessionHistory": http.SessionHistory,
+    "SessionList": http.SessionList,
     "OutboxListing": http.OutboxListing,
     "CreateWorkflow": http.CreateWorkflow,
     "WorkflowFeedback": http.WorkflowFeedback,

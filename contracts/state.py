@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field
 
-from contracts.base import Model, Turn, utcnow
+from contracts.base import Model, Turn, WorkflowStatus, utcnow
 from contracts.decisions import Question, WorkerType
 from contracts.events import Outcome
 
@@ -29,22 +29,6 @@ RequestState = Literal[
 """Where a request is in its life (see `services/runtime/lifecycle.py` for the moves)."""
 
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
-
-WorkflowStatus = Literal[
-    "queued",
-    "planning",
-    "awaiting_clarification",
-    "researching",
-    "synthesizing",
-    "validating",
-    "completed",
-    "partial",
-    "failed",
-    "cancelled",
-]
-"""The workflow seed's status words, shown to clients (a projection of the state)."""
-
-FINAL_STATUSES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
 
 
 class SessionRecord(Model):

@@ -3,6 +3,7 @@ routes the web page needs: its configuration and a session's history."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,8 @@ from contracts.http import (
     OutboxListing,
     PageConfig,
     SessionHistory,
+    SessionList,
+    SessionSummary,
     ValidationDetail,
 )
 from services.gateway.auth import Auth
@@ -31,7 +34,7 @@ from services.gateway.errors import (
     TooLarge,
     Unauthorized,
 )
-from services.gateway.intake import Intake, scoped
+from services.gateway.intake import Intake, scoped, unscoped
 from services.runtime import outbox
 from services.runtime.bus import Bus
 from services.runtime.kvstore import get_model, key_for
@@ -41,6 +44,10 @@ Handler = Callable[[Request, str], Awaitable[Response]]
 
 MAX_BODY_BYTES = 256 * 1024
 OUTBOX_SCAN = 500
+# The sidebar groups the principal's newest requests by conversation; older ones drop off it
+# (their sessions still open by uuid).
+SESSIONS_SCAN = 200
+TITLE_CHARS = 80
 _ID = re.compile(ID_PATTERN)
 REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
@@ -118,9 +125,10 @@ def path_id(request: Request, name: str, pattern: re.Pattern[str] = _ID) -> str:
 
 
 class PageApi:
-    """`GET /api/config` (public), and the principal's `GET /api/sessions/{uuid}/history` and
-    `GET /api/outbox` (mail kept unsent because no SendGrid key is set; optional query: `limit`
-    1-200, default 50, and `session`, a client uuid, for one conversation's mail)."""
+    """`GET /api/config` (public), and the principal's `GET /api/sessions` (conversations,
+    newest first), `GET /api/sessions/{uuid}/history` and `GET /api/outbox` (mail kept unsent
+    because no SendGrid key is set; optional query: `limit` 1-200, default 50, and `session`, a
+    client uuid, for one conversation's mail)."""
 
     def __init__(self, bus: Bus, intake: Intake, auth: Auth) -> None:
         self.bus = bus
@@ -134,6 +142,33 @@ class PageApi:
                 auth_required=self.auth.required, max_message_chars=settings.max_message_chars
             )
         )
+
+    async def sessions(self, request: Request, principal: str) -> Response:
+        """The principal's chat conversations (workflows have their own list), from the
+        gateway's index of its requests: uuid, title (the first message seen), last activity,
+        and how many of the scanned requests belong to it."""
+        try:
+            limit = min(max(int(request.query_params.get("limit", "30")), 1), 100)
+        except ValueError as exc:
+            raise Invalid("limit must be a whole number.") from exc
+        ids = await self.intake.recent(principal, SESSIONS_SCAN)
+        found = await asyncio.gather(*(self.intake.load(rid) for rid in ids))
+        by_uuid: dict[str, SessionSummary] = {}
+        for tracked in found:  # newest first
+            if tracked is None or tracked.value.principal != principal:
+                continue
+            record = tracked.value
+            uuid = unscoped(principal, record.session_id)
+            if uuid.startswith("workflow-"):
+                continue
+            seen = by_uuid.get(uuid)
+            by_uuid[uuid] = SessionSummary(
+                uuid=uuid,
+                title=record.text[:TITLE_CHARS],  # older requests overwrite: the first message
+                updated_at=seen.updated_at if seen else record.updated_at,
+                requests=(seen.requests if seen else 0) + 1,
+            )
+        return respond(SessionList(sessions=list(by_uuid.values())[:limit]))
 
     async def history(self, request: Request, principal: str) -> Response:
         uuid = path_id(request, "uuid")

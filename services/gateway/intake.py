@@ -27,7 +27,7 @@ from contracts import (
 )
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.limits import Limits
-from services.runtime.bus import DAY, Bus, msg_id
+from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import key_for
 from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.telemetry import current_trace_id
@@ -65,7 +65,7 @@ class Intake:
         self._index: KeyValue | None = None
 
     async def start(self) -> None:
-        self._index = await self.bus.bucket("index", ttl=30 * DAY)
+        self._index = await self.bus.bucket("index")
 
     async def owned(self, principal: str, request_id: str) -> RequestRecord:
         """The principal's request, or NotFound (also when another principal owns it)."""

@@ -28,6 +28,7 @@ from services.orchestrator.cache import CacheEntry, SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
 from services.orchestrator.tracing import in_attempt, write_attempt_span
+from services.runtime import cancels
 from services.runtime.bus import Bus, msg_id
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
@@ -117,6 +118,7 @@ class Orchestrator:
 
     async def on_cancel(self, event: CancelRequested) -> None:
         CANCELLATIONS.labels("orchestrator").inc()
+        await cancels.flag(self.bus, event.request_id, event.reason)
         await self.parking.release(event.request_id)
         state, _ = await get_model(self.bus.kv.requests, event.request_id, LoopState)
         if state is None:

@@ -33,7 +33,7 @@ from contracts import (
 )
 from services.runtime.kvstore import Versioned, get_model, write_if
 
-Actor = Literal["gateway", "frontline", "orchestrator", "workers"]
+Actor = Literal["gateway", "frontline", "orchestrator"]
 ACTORS: tuple[Actor, ...] = get_args(Actor)
 STATES: tuple[RequestState, ...] = get_args(RequestState)
 
@@ -69,7 +69,7 @@ TABLE: tuple[Move, ...] = (
     Move("decided", "awaiting_clarification", ("gateway",), "the answer could not be passed on"),
     Move("decided", "failed", ORCH, "delivery ran out"),
     Move("decided", "cancelled", ORCH, "cancelled before the attempt"),
-    Move("working", "working", ("orchestrator", "workers"), "a step: next attempt, or stage"),
+    Move("working", "working", ("orchestrator", "gateway"), "next attempt, or a worker's step"),
     Move("working", "evaluating", ORCH, "attempt n done; the evaluator judges it"),
     Move("working", "completed", ORCH, "done without judging (no evaluator, or an email sent)"),
     Move("working", "partial", ORCH, "the worker failed; an earlier output is the best"),

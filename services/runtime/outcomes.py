@@ -4,6 +4,8 @@ results not yet seen by a client), and publish the outcome to the gateways once.
 
 from __future__ import annotations
 
+import contextlib
+
 import nats.js.errors
 
 from contracts import (
@@ -11,6 +13,7 @@ from contracts import (
     Outcome,
     RequestCompleted,
     RequestFailed,
+    WorkflowStatus,
 )
 from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import key_for
@@ -18,6 +21,15 @@ from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.metrics import REQUEST_DURATION, REQUESTS
 from services.runtime.sessions import after_outcome, update_session
 from services.runtime.telemetry import current_trace_id
+
+
+async def record_step(bus: Bus, request_id: str, status: WorkflowStatus, detail: str) -> None:
+    """A worker's step (researching, synthesizing, ...) into a request that is still in its
+    attempt. Workers may not touch request records (they would see other requests' answers),
+    so the gateway records the step from the worker's progress event; a late or repeated step
+    (every gateway replica hears it) changes nothing."""
+    with contextlib.suppress(IllegalMove):
+        await bus.requests.move(request_id, "working", status=status, detail=detail)
 
 
 def _labels(event: Outcome) -> tuple[str, str]:

@@ -25,6 +25,7 @@ from faststream.nats import NatsBroker
 from faststream.nats.schemas.js_stream import is_subject_match_wildcard
 from faststream.nats.testing import FakeProducer, TestNatsBroker, build_message, change_producer
 
+from services.runtime import topology
 from services.runtime.bus import Buckets, Bus
 from services.runtime.settings import Settings
 
@@ -164,14 +165,16 @@ class MemoryBus(Bus):
         super().__init__(NatsBroker(settings.nats_url), settings, service)
         self.store = store
 
-    async def setup(self) -> None:
+    async def setup(self, *, wait: float | None = None) -> None:
+        # The role's buckets, as topology.bind() gives them on the real server.
         s = self.subjects
-        names = ("requests", "sessions", "ledger", "status", "cache")
-        kvs: dict[str, Any] = {n: self.store.bucket(s.bucket(n)) for n in names}
-        self._buckets = Buckets(**kvs)
+        role = topology.roles(s)[self.service]
+        names = {*role.reads, *role.writes, *role.watches}
+        bound: dict[str, Any] = {n: self.store.bucket(s.bucket(n)) for n in names}
+        self._buckets = Buckets(self.service, bound)
 
-    async def bucket(self, name: str, *, ttl: float = 0) -> Any:
-        return self.store.bucket(self.subjects.bucket(name))
+    async def bucket(self, name: str) -> Any:
+        return self.kv.get(name)
 
 
 class _BothProducer(FakeProducer):

@@ -1,7 +1,7 @@
 """Every tool, bound to the clients it uses. The clients are made once per worker process.
 
-Only web_search, wikipedia_* and browser_* read outside data; python_run has no network;
-files_* stay in the session's folder; notify only sends.
+Only web_search, wikipedia_* and browser_* read outside data; python_run runs in bubblewrap with
+no network, in the session's folder, which files_* share; notify only sends.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import httpx
 from nats.js.kv import KeyValue
 from pydantic import Field
 
+from services.runtime.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.files import Files
 from services.workers.tools.notify import Notifier
@@ -43,7 +44,12 @@ class Clients:
 
     @classmethod
     def create(
-        cls, settings: ToolsSettings, *, data_dir: Path, ledger: Callable[[], KeyValue]
+        cls,
+        settings: ToolsSettings,
+        *,
+        data_dir: Path,
+        ledger: Callable[[], KeyValue],
+        egress: Egress,
     ) -> Clients:
         http = httpx.AsyncClient(
             timeout=settings.http_timeout,
@@ -55,6 +61,7 @@ class Clients:
             memory_bytes=settings.python_memory_mb * 1024 * 1024,
             wall_seconds=settings.python_wall_seconds,
             output_chars=settings.python_output_chars,
+            processes=settings.python_processes,
         )
         files_root = settings.files_root or data_dir / "files"
         return cls(
@@ -62,10 +69,11 @@ class Clients:
             browser=Browser(
                 settings.chromium_path,
                 timeout=settings.browser_timeout,
+                egress=egress,
                 screenshot_dir=settings.browser_screenshot_dir,
             ),
             python=PythonSandbox(
-                limits, python=settings.python_executable, hidden=(files_root, data_dir)
+                limits, files_root, python=settings.python_executable, bwrap=settings.bwrap
             ),
             files=Files(files_root, max_bytes=settings.files_max_bytes),
             wikipedia=Wikipedia(http, settings.wikipedia_base_url),
@@ -80,14 +88,15 @@ class Clients:
         )
 
     async def python_run(self, args: PythonArgs, call: Call) -> str:
-        result = await self.python.run(args.code)
+        result = await self.python.run(args.code, call.run.session_id)
         return result.render()
 
     def tools(self) -> list[Tool[Any]]:
         python = Tool(
             "python_run",
-            "Run a Python 3 program in a sandbox (no network, limited CPU time and memory, an "
-            "empty temporary folder); returns its stdout, stderr and exit status.",
+            "Run a Python 3 program (standard library only) in a sandbox: no network, limited "
+            "CPU time, memory and processes; its working folder is the user's files folder "
+            "(the files_* tools see the same files). Returns its stdout, stderr and exit status.",
             PythonArgs,
             self.python_run,
         )
