@@ -40,12 +40,18 @@ class Usage(Model):
     input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
     output_tokens: int = Field(default=0, ge=0, description="Completion tokens.")
     calls: int = Field(default=0, ge=0, description="Number of model calls counted.")
+    models: list[str] = Field(
+        default_factory=list,
+        description="The models that answered these calls, in order of first use (a role's "
+        "fallback model appears here when it answered).",
+    )
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             calls=self.calls + other.calls,
+            models=self.models + [m for m in other.models if m not in self.models],
         )
 
 

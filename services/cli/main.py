@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from services.cli import doctor
 from services.cli.run import SERVICES
 
 
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
     )
+    doctor.add_parser(sub)
     return parser
 
 
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             as_json=args.json,
             token=args.token or os.environ.get("SIDEKICK_TOKEN"),
         )
+    if args.command == "doctor":
+        return doctor.doctor(args)
     if args.command == "nats-config":
         from services.cli.natsconfig import nats_config
 
