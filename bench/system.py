@@ -267,6 +267,15 @@ class Stack:
         self.nats = NatsServer(store_dir=self.workdir / "jetstream", config_file=config).start()
         self.model.start()
         env = self.env()
+        # The streams, buckets and consumers, as `sidekick up` makes them before the services.
+        subprocess.run(
+            [sys.executable, "-m", "services.cli", "bootstrap"],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         for name in SERVICES:
             log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
             self.procs[name] = subprocess.Popen(

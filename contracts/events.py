@@ -14,6 +14,7 @@ from pydantic import Field, TypeAdapter
 
 from contracts.base import Event, Source, Turn, Usage
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
+from contracts.state import WorkflowStatus
 
 
 class RequestOptions(Event):
@@ -136,6 +137,7 @@ ProgressStage = Literal[
     "attempt_finished",
     "evaluated",
     "retrying",
+    "worker_step",
 ]
 
 
@@ -151,6 +153,10 @@ class Progress(Event):
     score: int | None = Field(default=None, description="Verdict score, for 'evaluated'.")
     feedback: str | None = Field(default=None, description="Verdict feedback, for 'evaluated'.")
     suggestions: list[str] = Field(default_factory=list, description="Verdict suggestions.")
+    workflow_status: WorkflowStatus | None = Field(
+        default=None,
+        description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
+    )
 
 
 class RequestCompleted(Event):

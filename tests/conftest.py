@@ -1,5 +1,6 @@
-"""Session fixtures: a real nats-server (JetStream in a temp dir, port chosen by the server),
-a fake OpenAI-compatible API, and the five services as separate processes."""
+"""Session fixtures: a real nats-server (JetStream in a temp dir, port chosen by the server,
+one NATS user per service per system, as `sidekick up` runs it), a fake OpenAI-compatible API,
+and the five services as separate processes."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ from nats.aio.client import Client as NATS
 from services.runtime.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System, llm_env
+from tests.support.lockednats import LockedNats
 
 
 @pytest.fixture(scope="session")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(store_dir=tmp_path_factory.mktemp("jetstream")).start()
+    """Locked like `sidekick up`'s: each System's services get users with only their roles'
+    rights; `url` is the admin's (tests/support/lockednats.py)."""
+    store = tmp_path_factory.mktemp("jetstream")
+    server = LockedNats(store_dir=store, config_file=store / "nats.conf").start()
     yield server
     server.stop()
 

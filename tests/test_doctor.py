@@ -10,16 +10,19 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from services.cli.doctor_checks import nats_server
 from services.runtime.natsserver import NatsServer
 from services.runtime.settings import Settings
+from tests.support.dirs import searchable_dir
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI, structured
 from tests.support.fakes.pushover import FakePushover
 from tests.support.harness import ROOT, free_port
+from tests.support.lockednats import LockedNats
 
 KEY = "sk-doctor"
 OWN = ("SIDEKICK_", "OPENAI_", "BRAVE_", "SENDGRID_", "PUSHOVER_")
@@ -45,26 +48,31 @@ def doctor_model(body: dict[str, Any]) -> str | dict[str, Any]:
 
 @pytest.fixture
 def env(
-    fake_llm: FakeOpenAI, brave: FakeBrave, pushover: FakePushover, nats_server: NatsServer
-) -> dict[str, str]:
+    fake_llm: FakeOpenAI,
+    brave: FakeBrave,
+    pushover: FakePushover,
+    nats_server: NatsServer,
+) -> Iterator[dict[str, str]]:
     """A complete configuration: one model for every role, every outside service set."""
     fake_llm.script("fake-doctor", doctor_model)
     fake_llm.api_key = KEY
     base = {k: v for k, v in os.environ.items() if not k.startswith(OWN)}
-    return {
-        **base,
-        "SIDEKICK_LLM_BASE_URL": fake_llm.base_url,
-        "SIDEKICK_LLM_API_KEY": KEY,
-        "SIDEKICK_LLM_MODEL": "fake-doctor",
-        "SIDEKICK_NATS_URL": nats_server.url,
-        "BRAVE_SEARCH_API_KEY": brave.token,
-        "SIDEKICK_BRAVE_BASE_URL": brave.url,
-        "SENDGRID_API_KEY": "SG.doctor",
-        "SENDGRID_FROM_EMAIL": "sidekick@example.org",
-        "PUSHOVER_TOKEN": pushover.token,
-        "PUSHOVER_USER": pushover.user,
-        "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
-    }
+    with searchable_dir() as files:
+        yield {
+            **base,
+            "SIDEKICK_LLM_BASE_URL": fake_llm.base_url,
+            "SIDEKICK_LLM_API_KEY": KEY,
+            "SIDEKICK_LLM_MODEL": "fake-doctor",
+            "SIDEKICK_NATS_URL": nats_server.url,
+            "BRAVE_SEARCH_API_KEY": brave.token,
+            "SIDEKICK_BRAVE_BASE_URL": brave.url,
+            "SENDGRID_API_KEY": "SG.doctor",
+            "SENDGRID_FROM_EMAIL": "sidekick@example.org",
+            "PUSHOVER_TOKEN": pushover.token,
+            "PUSHOVER_USER": pushover.user,
+            "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
+            "SIDEKICK_FILES_ROOT": str(files),
+        }
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -112,7 +120,14 @@ async def test_a_working_configuration_is_all_ticks_with_a_handful_of_model_call
     assert found["model_calls"] == 5
     assert len(fake_llm.chat_calls("fake-doctor")) == 4
     assert len(fake_llm.calls("/v1/embeddings")) == 1
-    for name in ("Brave Search", "SendGrid", "Pushover", "NATS", "NATS JetStream"):
+    for name in (
+        "Brave Search",
+        "SendGrid",
+        "Pushover",
+        "Python sandbox",
+        "NATS",
+        "NATS JetStream",
+    ):
         assert service(found, name)["ok"] is True, service(found, name)
     assert pushover.messages == [], "the check sends no notification"
 
@@ -194,30 +209,40 @@ async def test_missing_optional_keys_are_shown_but_do_not_fail(env: dict[str, st
     assert service(found, "Pushover")["ok"] is False
 
 
-async def test_nats_without_users_is_flagged_and_a_locked_down_user_is_seen(
-    env: dict[str, str], tmp_path: Path
+async def test_a_sandbox_that_cannot_start_says_why_and_what_to_set(env: dict[str, str]) -> None:
+    status, found = report(env | {"SIDEKICK_BWRAP": "/nonexistent/bwrap"}, "--no-calls")
+    sandbox = service(found, "Python sandbox")
+    assert sandbox["ok"] is False and sandbox["fix"] == "SIDEKICK_BWRAP"
+    assert "python_run of TOOLS is off" in sandbox["detail"]
+    assert "/nonexistent/bwrap is not an executable file" in sandbox["detail"]
+    assert status == 0, "python_run says why it is off; nothing else needs the sandbox"
+
+
+def test_nats_permissions_are_seen_for_a_service_user_and_flagged_for_others(
+    env: dict[str, str], nats_server: NatsServer, tmp_path: Path
 ) -> None:
-    _, open_server = report(env, "--no-calls")
-    perms = service(open_server, "NATS permissions")
-    assert perms["ok"] is False and "any client may publish anything" in perms["detail"]
-    conf = tmp_path / "nats.conf"
-    conf.write_text(
-        "authorization { users = [ {user: frontline, password: pw, permissions: {"
-        'publish: ["app.>", "$JS.API.>", "$SYS.REQ.USER.INFO"], subscribe: ["_INBOX.>"]}} ] }\n'
-    )
-    server = NatsServer(store_dir=tmp_path / "js", config_file=conf).start()
+    assert isinstance(nats_server, LockedNats)
+    frontline = nats_server.add("doctor")["frontline"]
+    _, locked = report(env | {"SIDEKICK_NATS_URL": frontline}, "--no-calls")
+    perms = service(locked, "NATS permissions")
+    assert perms["ok"] is True and "'frontline.doctor'" in perms["detail"], perms
+    assert service(locked, "NATS JetStream")["ok"] is True
+    _, admin = report(env, "--no-calls")  # the admin user may do anything: flagged, not broken
+    perms = service(admin, "NATS permissions")
+    assert perms["ok"] is False and "may publish on any subject" in perms["detail"], perms
+    wrong = nats_server.plain_url.replace("nats://", "nats://frontline.doctor:nope@")
+    status, refused = report(env | {"SIDEKICK_NATS_URL": wrong}, "--no-calls")
+    assert status == 1 and service(refused, "NATS")["ok"] is False
+    password = urlsplit(frontline).password
+    assert password and password not in json.dumps(locked)
+    assert "nope" not in json.dumps(refused)
+    server = NatsServer(store_dir=tmp_path / "js").start()  # no users at all
     try:
-        url = server.url.replace("nats://", "nats://frontline:pw@")
-        _, locked = report(env | {"SIDEKICK_NATS_URL": url}, "--no-calls")
-        wrong = server.url.replace("nats://", "nats://frontline:nope@")
-        status, refused = report(env | {"SIDEKICK_NATS_URL": wrong}, "--no-calls")
+        _, open_server = report(env | {"SIDEKICK_NATS_URL": server.url}, "--no-calls")
     finally:
         server.stop()
-    perms = service(locked, "NATS permissions")
-    assert perms["ok"] is True and "'frontline'" in perms["detail"], perms
-    assert service(locked, "NATS JetStream")["ok"] is True
-    assert status == 1 and service(refused, "NATS")["ok"] is False
-    assert "pw" not in json.dumps(locked) and "nope" not in json.dumps(refused)
+    perms = service(open_server, "NATS permissions")
+    assert perms["ok"] is False and "any client may publish anything" in perms["detail"]
 
 
 async def test_a_missing_nats_server_fails_only_when_one_was_configured() -> None:

@@ -180,7 +180,7 @@ async def test_the_fallback_answers_when_the_primary_keeps_failing(fake_llm: Fak
         ASK, FrontlineDecision
     )
     assert got.value == FrontlineDecision(**DECISION)
-    assert got.model == "fake-backup" and got.usage.models == ["fake-backup"]
+    assert got.model == "fake-backup" and list(got.usage.models) == ["fake-backup"]
     assert len(fake_llm.chat_calls("fake-broken")) == 1
 
 
@@ -194,7 +194,7 @@ async def test_the_fallback_streams_when_the_primary_refuses_connections(
     result = StreamResult()
     deltas = [d async for d in llm.stream([{"role": "user", "content": "x"}], result)]
     assert "".join(deltas) == "from the backup"
-    assert result.usage.models == ["fake-backup"]
+    assert list(result.usage.models) == ["fake-backup"]
 
 
 async def test_a_client_error_is_not_sent_to_the_fallback(fake_llm: FakeOpenAI) -> None:

@@ -7,37 +7,23 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import nats
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from services.runtime.bus import ensure_topology
-from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
+from services.runtime.natsauth import ADMIN, SERVICES, Credentials, inbox_prefix, write_config
 from services.runtime.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.support.gateway_client import wait_status
-from tests.support.harness import ROOT, Client, System, free_port, llm_env
+from services.runtime.settings import Settings
+from services.runtime.topology import BUCKETS, bootstrap, consumers, durable_name, stream_configs
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.harness import ROOT, Client, free_port, llm_env
 
 NAMESPACE = "locked"
-
-
-@dataclass
-class LockedSystem(System):
-    """The five services, each connecting as its own NATS user."""
-
-    creds: Credentials = field(default_factory=Credentials)
-
-    def start(self, name: str) -> None:
-        self.env["SIDEKICK_NATS_URL"] = self.creds.url(self.nats_url, name)
-        super().start(name)
 
 
 def locked_server(directory: Path, namespace: str, creds: Credentials) -> NatsServer:
@@ -55,20 +41,6 @@ def bare_server(
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def locked_system(
-    tmp_path_factory: pytest.TempPathFactory, fake_llm: FakeOpenAI, logs_dir: Path
-) -> Iterator[tuple[LockedSystem, NatsServer]]:
-    creds = Credentials.generate()
-    sys_ = LockedSystem("", llm_env(fake_llm.base_url), logs_dir, creds=creds)
-    server = locked_server(tmp_path_factory.mktemp("locked-system"), sys_.namespace, creds)
-    sys_.nats_url = server.url
-    sys_.start_all()
-    yield sys_, server
-    sys_.stop()
-    server.stop()
-
-
 class User:
     """A NATS connection as one user, collecting the server's permission errors."""
 
@@ -76,31 +48,39 @@ class User:
         self.errors: list[str] = []
         self.nc = NATS()
 
-    async def connect(self, url: str) -> User:
+    async def connect(self, url: str, user: str) -> User:
         async def on_error(exc: Exception) -> None:
             self.errors.append(str(exc))
 
-        await self.nc.connect(url, error_cb=on_error, max_reconnect_attempts=0)
+        prefix = inbox_prefix(user) if user in SERVICES else "_INBOX"
+        await self.nc.connect(url, error_cb=on_error, max_reconnect_attempts=0, inbox_prefix=prefix)
         return self
 
-    async def denied(self, subject: str) -> bool:
-        """Publish; True once the server reported a publish violation for `subject`."""
-        await self.nc.publish(subject, b"{}")
-        await self.nc.flush()
-        # nats-py lower-cases the server's message.
-        wanted = f'permissions violation for publish to "{subject}"'.lower()
+    async def violation(self, wanted: str) -> bool:
+        wanted = wanted.lower()  # nats-py lower-cases the server's message
         for _ in range(100):
             if any(wanted in e.lower() for e in self.errors):
                 return True
             await asyncio.sleep(0.02)
         return False
 
+    async def refused_subscription(self, subject: str) -> bool:
+        await self.nc.subscribe(subject)
+        await self.nc.flush()
+        return await self.violation(f'permissions violation for subscription to "{subject}"')
+
+    async def denied(self, subject: str) -> bool:
+        """Publish; True once the server reported a publish violation for `subject`."""
+        await self.nc.publish(subject, b"{}", reply=f"{self.nc._inbox_prefix.decode()}.x")
+        await self.nc.flush()
+        return await self.violation(f'permissions violation for publish to "{subject}"')
+
 
 @pytest.fixture
 async def users(bare_server: tuple[NatsServer, Credentials]) -> AsyncIterator[dict[str, User]]:
     server, creds = bare_server
-    connected = {u: await User().connect(creds.url(server.url, u)) for u in (*SERVICES, ADMIN)}
-    await ensure_topology(connected[ADMIN].nc.jetstream(), Subjects(NAMESPACE))
+    connected = {u: await User().connect(creds.url(server.url, u), u) for u in (*SERVICES, ADMIN)}
+    await bootstrap(connected[ADMIN].nc.jetstream(), Settings(namespace=NAMESPACE))
     yield connected
     for user in connected.values():
         await user.nc.close()
@@ -165,45 +145,71 @@ async def test_a_service_cannot_listen_to_what_is_not_its_own(
         )
 
 
-async def test_every_service_does_its_work_under_its_own_user(
-    locked_system: tuple[LockedSystem, NatsServer], fake_llm: FakeOpenAI
+async def test_no_service_may_create_change_delete_or_purge_a_stream_bucket_or_consumer(
+    users: dict[str, User],
 ) -> None:
-    system, server = locked_system
-    verdicts = iter(
-        [
-            verdict(False, 40, "Too vague."),
-            verdict(True, 90, "Good."),
-            verdict(False, 20, "Which city?", user_input_needed=True, questions=["Which city?"]),
-            verdict(True, 90, "Good."),
-            verdict(True, 90, "Good."),
-        ]
-    )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
-    async with Client(system.ws_url, events=True) as client:
-        greeting = await client.ask("hello")
-        assert greeting.text and greeting.end["status"] == "completed"
-        retried = await client.ask("search three examples")
-        assert retried.end["status"] == "completed" and retried.end["metadata"]["attempts"] == 2
-        parked = await client.ask("search the weather for my trip")
-        assert parked.end["status"] == "awaiting_clarification"
-        resumed = await client.ask("Lisbon")
-        assert resumed.end["status"] == "completed"
-        hold = threading.Event()
-        fake_llm.script("fake-worker", lambda body: Reply("slow", wait=hold))
-        try:
-            await client.send({"uuid": client.uuid, "message": "search slowly"})
-            ack = await client.recv()
-            await client.send({"cancel": ack["request_id"]})
-            cancelled = await client.until_end()
-            assert cancelled.end["status"] == "cancelled"
-        finally:
-            hold.set()
-    async with httpx.AsyncClient(base_url=system.http_url) as http:
-        created = await http.post("/api/workflows", json={"text": "search the tides"})
-        rid = created.json()["workflow_id"]
-        await wait_status(http, rid, "completed")
-    violations = [line for line in server.log_lines if "Violation" in line]
-    assert violations == [], "\n".join(violations[:10])
+    s = Subjects(NAMESPACE)
+    streams = [str(c.name) for c in stream_configs(s)] + [f"KV_{s.bucket(b)}" for b in BUCKETS]
+    durables = [durable_name(s, c) for c in consumers(s)]
+    api = "$JS.API"
+    attacks = [f"{api}.STREAM.{verb}.{st}" for st in streams for verb in ("DELETE", "PURGE")]
+    attacks += [f"{api}.STREAM.{verb}.{st}" for st in streams for verb in ("CREATE", "UPDATE")]
+    attacks += [
+        f"{api}.STREAM.CREATE.{s.namespace.upper()}_EVIL",
+        f"{api}.STREAM.MSG.DELETE.{streams[0]}",
+    ]
+    attacks += [f"{api}.CONSUMER.DELETE.{s.work_stream}.{d}" for d in durables]
+    attacks += [
+        f"{api}.CONSUMER.CREATE.{s.work_stream}.evil",
+        f"{api}.CONSUMER.DURABLE.CREATE.{s.work_stream}.evil",
+    ]
+    for service in SERVICES:
+        for subject in attacks:
+            assert await users[service].denied(subject), f"{service} may {subject}"
+    js = users[ADMIN].nc.jetstream()
+    for stream in streams:  # all still there, none emptied
+        await js.stream_info(stream)
+    for durable in durables:
+        await js.consumer_info(s.work_stream, durable)
+
+
+async def test_each_service_reads_only_its_own_buckets_and_consumers(
+    users: dict[str, User],
+) -> None:
+    s = Subjects(NAMESPACE)
+    api = "$JS.API"
+    denied = [
+        # Workers hold strangers' code and pages: no request records, no histories, no results.
+        ("workers", f"{api}.STREAM.MSG.GET.KV_{s.sessions_bucket}"),
+        ("workers", f"{api}.STREAM.MSG.GET.KV_{s.status_bucket}"),
+        ("workers", f"{api}.STREAM.MSG.GET.KV_{s.requests_bucket}"),
+        ("workers", f"{api}.DIRECT.GET.KV_{s.sessions_bucket}.$KV.{s.sessions_bucket}.x"),
+        ("workers", f"$KV.{s.status_bucket}.some-request"),
+        ("evaluator", f"{api}.STREAM.MSG.GET.KV_{s.sessions_bucket}"),
+        ("gateway", f"{api}.STREAM.MSG.GET.KV_{s.requests_bucket}"),
+        ("gateway", f"$KV.{s.requests_bucket}.some-request"),
+        ("frontline", f"$KV.{s.requests_bucket}.some-request"),
+        # Nobody takes another's work from the stream, or reads it by sequence.
+        ("workers", f"{api}.CONSUMER.MSG.NEXT.{s.work_stream}.{durable_name(s, 'frontline')}"),
+        ("gateway", f"{api}.CONSUMER.MSG.NEXT.{s.work_stream}.{durable_name(s, 'evaluator')}"),
+        ("evaluator", f"{api}.CONSUMER.MSG.NEXT.{s.work_stream}.{durable_name(s, 'worker_email')}"),
+        ("workers", f"{api}.STREAM.MSG.GET.{s.work_stream}"),
+        ("gateway", f"{api}.STREAM.MSG.GET.{s.work_stream}"),
+        # Watching a bucket is reading it.
+        ("workers", f"{api}.CONSUMER.CREATE.KV_{s.sessions_bucket}"),
+    ]
+    for user, subject in denied:
+        assert await users[user].denied(subject), f"{user} could {subject}"
+    for user, subject in (
+        ("workers", ">"),
+        ("workers", "_INBOX.>"),
+        ("gateway", "_INBOX_workers.>"),
+        ("frontline", s.out_all),
+        ("evaluator", s.request_cancel),
+        ("workers", s.chat_requested),
+        ("gateway", s.worker_run_all),
+    ):
+        assert await users[user].refused_subscription(subject), f"{user} heard {subject}"
 
 
 def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
@@ -212,6 +218,15 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
     env.update(llm_env(fake_llm.base_url))
+    # Canaries: which process may hold which key.
+    env.update(
+        {
+            "BRAVE_SEARCH_API_KEY": "canary-brave",
+            "SENDGRID_API_KEY": "canary-sendgrid",
+            "SIDEKICK_EVALUATOR_LLM_API_KEY": "canary-evaluator",
+            "SIDEKICK_TOKEN": "canary-client-token",
+        }
+    )
     out = tmp_path / "up.log"
     data = tmp_path / "data"
     with out.open("w") as log:
@@ -244,6 +259,7 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
 
         assert asyncio.run(hello())
         urls = {}
+        environs = {}
         for pid in children(proc.pid):
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if b"services.cli" in cmd:
@@ -252,7 +268,9 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
                     for item in Path(f"/proc/{pid}/environ").read_text().split("\0")
                     if "=" in item
                 )
-                urls[cmd[cmd.index(b"run") + 1].decode()] = environ["SIDEKICK_NATS_URL"]
+                service = cmd[cmd.index(b"run") + 1].decode()
+                urls[service] = environ["SIDEKICK_NATS_URL"]
+                environs[service] = environ
         assert sorted(urls) == sorted(SERVICES)
         passwords = set()
         for service, url in urls.items():
@@ -260,6 +278,23 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
             assert user == service
             passwords.add(rest.split("@")[0])
         assert len(passwords) == len(SERVICES), "one password per service"
+        # Each process holds only its role's keys.
+        holders = {
+            key: {svc for svc, e in environs.items() if key in e}
+            for key in (
+                "BRAVE_SEARCH_API_KEY",
+                "SENDGRID_API_KEY",
+                "SIDEKICK_LLM_API_KEY",
+                "SIDEKICK_EVALUATOR_LLM_API_KEY",
+                "SIDEKICK_TOKEN",
+            )
+        }
+        assert holders["BRAVE_SEARCH_API_KEY"] == {"workers"}
+        assert holders["SENDGRID_API_KEY"] == {"workers"}
+        assert holders["SIDEKICK_LLM_API_KEY"] == set(SERVICES) - {"gateway"}
+        assert holders["SIDEKICK_EVALUATOR_LLM_API_KEY"] == {"evaluator"}
+        assert holders["SIDEKICK_TOKEN"] == set()
+        assert not [e for e in environs.values() if "NATS_PASSWORD" in "".join(e)]
         config = (data / "nats.conf").read_text()
         assert oct((data / "nats.conf").stat().st_mode & 0o777) == "0o600"
         shown = out.read_text() + config

@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
+from services.runtime.natsserver import NatsServer
 from tests.support.harness import ROOT, free_port
 
 
@@ -33,3 +35,43 @@ def test_a_service_without_nats_says_it_is_waiting_and_stops_on_sigterm() -> Non
     assert proc.returncode == 0
     assert "secret-pw" not in seen + out, "the password is never logged"
     assert "stopped while waiting for NATS" in out
+
+
+def test_a_service_started_before_the_bootstrap_waits_for_it_then_goes_on(
+    nats_server: NatsServer,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIDEKICK_")}
+    env["SIDEKICK_NATS_URL"] = nats_server.url
+    env["SIDEKICK_NAMESPACE"] = "b" + uuid.uuid4().hex[:10]
+    env["SIDEKICK_OPS_PORT"] = str(free_port())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "run", "evaluator"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        seen = ""
+        deadline = time.monotonic() + 30
+        while "waiting for the bus topology" not in seen:
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            seen += proc.stdout.readline()
+        booted = subprocess.run(
+            [sys.executable, "-m", "services.cli", "bootstrap"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert booted.returncode == 0, booted.stderr
+        while "evaluator ready" not in seen:
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            seen += proc.stdout.readline()
+        assert seen.count("waiting for the bus topology") == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)

@@ -3,15 +3,18 @@ missing Chromium fails these tests; it never skips them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from services.runtime.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
+from tests.support.fakes.http import FakeServer, Response
 from tests.support.fakes.site import FakeSite
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -38,8 +41,16 @@ def site() -> Iterator[FakeSite]:
 
 
 @pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    b = Browser(ToolsSettings().chromium_path, timeout=15, screenshot_dir=ARTIFACTS / "browser")
+async def browser(site: FakeSite) -> AsyncIterator[Browser]:
+    # The local site (and a closed port) are operator-trusted here; nothing else on loopback.
+    port = site.url.rsplit(":", 1)[1]
+    egress = Egress.from_setting(f"127.0.0.1:{port},127.0.0.1:9")
+    b = Browser(
+        ToolsSettings().chromium_path,
+        timeout=15,
+        egress=egress,
+        screenshot_dir=ARTIFACTS / "browser",
+    )
     yield b
     await b.close()
 
@@ -85,7 +96,7 @@ async def test_only_http_pages_can_be_opened(browser: Browser) -> None:
     try:
         for url in ("file:///etc/passwd", "chrome://settings", "javascript:alert(1)"):
             text, ok = await call(box, run, "browser_navigate", url=url)
-            assert not ok and "only http:// and https:// pages can be opened" in text
+            assert not ok and "refused: only http:// and https:// may be opened" in text
         text, ok = await call(box, run, "browser_text")
         assert not ok and "call browser_navigate first" in text
     finally:
@@ -109,7 +120,7 @@ async def test_a_missing_page_and_an_unreachable_site_are_reported(
 
 
 async def test_a_missing_chromium_is_a_clear_tool_error() -> None:
-    b = Browser("/nonexistent/chromium", timeout=5)
+    b = Browser("/nonexistent/chromium", timeout=5, egress=Egress.from_setting("127.0.0.1:9"))
     box = ToolBox(b.tools(), result_chars=5000, call_timeout=60)
     run = RunContext(request_id="browse-4", session_id="s", attempt=1)
     text, ok = await call(box, run, "browser_navigate", url="http://127.0.0.1:9/")
@@ -118,3 +129,91 @@ async def test_a_missing_chromium_is_a_clear_tool_error() -> None:
     assert not ok
     assert "Chromium was not found at /nonexistent/chromium" in text
     assert "SIDEKICK_CHROMIUM_PATH" in text
+
+
+@pytest.fixture(scope="module")
+def victim() -> Iterator[FakeServer]:
+    """A service on loopback that is not operator-trusted (as the gateway's /metrics is)."""
+    server = FakeServer()
+    server.fallback = lambda rec: Response(200, {"secret": "inside"})
+    server.start()
+    yield server
+    server.stop()
+
+
+def spellings(port: int) -> list[str]:
+    """Every way of writing an address the browser must never reach."""
+    return [
+        f"http://127.0.0.1:{port}/metrics",
+        f"http://localhost:{port}/metrics",
+        f"http://[::1]:{port}/metrics",
+        f"http://[::ffff:127.0.0.1]:{port}/metrics",
+        f"http://2130706433:{port}/metrics",
+        f"http://0x7f000001:{port}/metrics",
+        f"http://0x7f.1:{port}/metrics",
+        f"http://0177.0.0.1:{port}/metrics",
+        f"http://127.1:{port}/metrics",
+        f"http://0.0.0.0:{port}/metrics",
+        f"https://127.0.0.1:{port}/metrics",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.1.2.3/",
+        "http://192.168.0.1/",
+        "http://100.64.0.1/",
+        "http://[fe80::1]/",
+        "http://[fd00::1]/",
+    ]
+
+
+async def test_no_spelling_of_an_inside_address_is_opened(
+    browser: Browser, victim: FakeServer
+) -> None:
+    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
+    run = RunContext(request_id="browse-5", session_id="s", attempt=1)
+    port = int(victim.url.rsplit(":", 1)[1])
+    try:
+        for url in spellings(port):
+            text, ok = await call(box, run, "browser_navigate", url=url)
+            assert not ok, (url, text)
+            assert "refused:" in text or "could not open" in text, (url, text)
+            assert "inside" not in text
+    finally:
+        await run.close()
+    assert victim.requests == []
+
+
+async def test_a_redirect_and_a_pages_own_requests_do_not_reach_inside(
+    browser: Browser, site: FakeSite, victim: FakeServer
+) -> None:
+    inside = victim.url
+    site.route("GET", "/bounce", lambda rec: Response(302, b"", {"Location": f"{inside}/x"}))
+    site.page(
+        "/lure",
+        "<!doctype html><html><head><title>Lure</title></head><body><p id=r>waiting</p>"
+        f'<img src="{inside}/img"><iframe src="{inside}/frame"></iframe>'
+        f'<link rel="stylesheet" href="http://localhost:{inside.rsplit(":", 1)[1]}/css">'
+        "<script>"
+        f"fetch('{inside}/fetch').then(r => r.text())"
+        ".then(t => { document.getElementById('r').textContent = 'GOT ' + t; })"
+        ".catch(() => { document.getElementById('r').textContent = 'BLOCKED'; });"
+        f"try {{ new WebSocket('{inside.replace('http', 'ws')}/ws'); }} catch (e) {{}}"
+        f"navigator.sendBeacon('{inside}/beacon', 'x');"
+        "</script></body></html>",
+    )
+    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
+    run = RunContext(request_id="browse-6", session_id="s", attempt=1)
+    try:
+        text, ok = await call(box, run, "browser_navigate", url=site.url + "/bounce")
+        assert not ok and "refused: 127.0.0.1 is a loopback address" in text, text
+        text, ok = await call(box, run, "browser_navigate", url=site.url + "/lure")
+        assert ok, text
+        assert "Requests the egress check refused" in text
+        page_text, _ = await call(box, run, "browser_text")
+        for _ in range(100):  # until the page's own fetch has settled
+            if "waiting" not in page_text:
+                break
+            await asyncio.sleep(0.1)
+            page_text, _ = await call(box, run, "browser_text")
+        assert "BLOCKED" in page_text and "GOT" not in page_text
+    finally:
+        await run.close()
+    assert victim.requests == []

@@ -17,6 +17,7 @@ import pytest
 
 from services.runtime.natsserver import NatsServer
 from services.workers.tools.worker import SYSTEM
+from tests.support.dirs import searchable_dir
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call
 from tests.support.fakes.pushover import FakePushover
 from tests.support.fakes.site import FakeSite
@@ -54,28 +55,31 @@ def tools_system(
     nats_server: NatsServer,
     fake_llm: FakeOpenAI,
     logs_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
     wiki: FakeWikipedia,
     pushover: FakePushover,
+    site: FakeSite,
 ) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKER_LLM_MODEL": MODEL,
-        "SIDEKICK_WORKERS": "GENERAL,TOOLS",
-        "SIDEKICK_TOOLS_MAX_STEPS": str(MAX_STEPS),
-        "SIDEKICK_FILES_ROOT": str(tmp_path_factory.mktemp("tools-files")),
-        "SIDEKICK_BROWSER_SCREENSHOT_DIR": str(SCREENSHOTS),
-        "SIDEKICK_WIKIPEDIA_BASE_URL": wiki.url,
-        "PUSHOVER_TOKEN": pushover.token,
-        "PUSHOVER_USER": pushover.user,
-        "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
-        # No key must ever reach a real API from a test.
-        "BRAVE_SEARCH_API_KEY": "",
-        "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
-    }
-    sys_ = System(nats_server.url, env, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with searchable_dir() as files:
+        env = {
+            **llm_env(fake_llm.base_url),
+            "SIDEKICK_WORKER_LLM_MODEL": MODEL,
+            "SIDEKICK_WORKERS": "GENERAL,TOOLS",
+            "SIDEKICK_TOOLS_MAX_STEPS": str(MAX_STEPS),
+            "SIDEKICK_FILES_ROOT": str(files),
+            # The local site is operator-trusted here; nothing else on loopback is.
+            "SIDEKICK_EGRESS_ALLOW": site.host_port,
+            "SIDEKICK_BROWSER_SCREENSHOT_DIR": str(SCREENSHOTS),
+            "SIDEKICK_WIKIPEDIA_BASE_URL": wiki.url,
+            "PUSHOVER_TOKEN": pushover.token,
+            "PUSHOVER_USER": pushover.user,
+            "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
+            # No key must ever reach a real API from a test.
+            "BRAVE_SEARCH_API_KEY": "",
+            "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
+        }
+        sys_ = System(nats_server.url, env, logs_dir).start_all()
+        yield sys_
+        sys_.stop()
 
 
 def decide_tools(task: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -221,3 +225,67 @@ async def test_a_notification_in_a_task_delivered_twice_is_pushed_once(
     results = [r["content"] for c in fake_llm.chat_calls(MODEL) for r in tool_results(c)]
     assert results[0].startswith("Notification sent (Pushover request")
     assert results[-1].startswith("Notification already sent for this call")
+
+
+ATTACK = """
+import os, socket, time
+marker = {marker!r}
+for folder in ('/tmp', '/var/tmp', '/dev/shm'):
+    open(os.path.join(folder, marker), 'w').write('x')
+for path in ('/proc/{gateway}/cmdline', '/proc/{gateway}/environ', '/etc/passwd'):
+    try:
+        print('READ', path, open(path, 'rb').read()[:60])
+    except OSError as exc:
+        print('REFUSED', path, type(exc).__name__)
+try:
+    socket.create_connection(('127.0.0.1', {port}), timeout=3)
+    print('CONNECTED gateway')
+except OSError as exc:
+    print('REFUSED gateway', type(exc).__name__)
+print('PIDS', len([p for p in os.listdir('/proc') if p.isdigit()]))
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for i in range(600):
+            open('beacon.txt', 'a').write('.')
+            time.sleep(0.05)
+    os._exit(0)
+os.symlink('/etc/passwd', 'door')
+time.sleep(0.3)
+"""
+
+
+async def test_hostile_code_sent_through_the_websocket_stays_in_its_sandbox(
+    tools_system: System, fake_llm: FakeOpenAI
+) -> None:
+    marker = f"sidekick-escape-{uuid.uuid4().hex[:8]}"
+    code = ATTACK.format(
+        marker=marker, gateway=tools_system.procs["gateway"].pid, port=tools_system.gateway_port
+    )
+
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            return Reply(tool_calls=[tool_call("python_run", {"code": code}, "call_py")])
+        if len(results) == 1:
+            return Reply(tool_calls=[tool_call("files_read", {"path": "door"}, "call_fr")])
+        return Reply("\n=====\n".join(r["content"] for r in results))
+
+    fake_llm.script("fake-orchestrator", decide_tools("Run my program"))
+    fake_llm.script(MODEL, model)
+    async with Client(tools_system.ws_url, events=True) as client:
+        convo = await client.ask("Please route this: run my program")
+    ran, read = convo.text.split("\n=====\n")
+    assert "exit status: 0" in ran, ran
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        assert not (Path(folder) / marker).exists()
+    assert ran.count("REFUSED") == 4 and "READ" not in ran and "CONNECTED" not in ran, ran
+    pids = int(ran.split("PIDS ", 1)[1].split()[0])
+    assert pids < 10, ran
+    assert read.startswith("ERROR: Refused path 'door'") and "root:" not in read, read
+    # The daemon died with its run: the beacon it kept writing stops growing.
+    files = Path(tools_system.env["SIDEKICK_FILES_ROOT"])
+    (beacon,) = files.glob("*/beacon.txt")
+    size = beacon.stat().st_size
+    await asyncio.sleep(1.0)
+    assert beacon.stat().st_size == size

@@ -5,8 +5,11 @@ model that never answers is stopped at the step limit with an honest result."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from contracts import WorkerTask
 from services.runtime.bus import Bus
@@ -16,9 +19,16 @@ from services.runtime.settings import LLMConfig, Settings
 from services.workers.base import WorkerDeps
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.worker import SYSTEM, ToolsWorker
+from tests.support.dirs import searchable_dir
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 
 MODEL = "fake-tools-loop"
+
+
+@pytest.fixture
+def files_root() -> Iterator[Path]:
+    with searchable_dir() as root:
+        yield root
 
 
 def worker(fake_llm: FakeOpenAI, tmp_path: Path, **settings: Any) -> ToolsWorker:
@@ -109,7 +119,7 @@ async def test_a_loop_that_never_answers_stops_at_the_step_limit_with_an_honest_
 
 
 async def test_python_and_files_results_go_back_to_the_model(
-    fake_llm: FakeOpenAI, tmp_path: Path
+    fake_llm: FakeOpenAI, tmp_path: Path, files_root: Path
 ) -> None:
     def model(body: dict[str, Any]) -> Reply:
         results = tool_messages(body)
@@ -123,7 +133,7 @@ async def test_python_and_files_results_go_back_to_the_model(
         return Reply("Results: " + json.dumps([r["content"] for r in results]))
 
     fake_llm.script(MODEL, model)
-    result = await worker(fake_llm, tmp_path).run(task("compute and save"))
+    result = await worker(fake_llm, tmp_path, files_root=files_root).run(task("compute and save"))
     assert result.success
     contents = json.loads(result.output.removeprefix("Results: "))
     assert "exit status: 0" in contents[0] and "42" in contents[0]

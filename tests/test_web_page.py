@@ -7,65 +7,21 @@ import json
 import re
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, default_frontline, verdict
 from tests.support.gateway_client import token
-from tests.support.harness import ROOT, System
-
-ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-DESKTOP = {"width": 1100, "height": 900}
-PHONE = {"width": 390, "height": 844}
+from tests.support.harness import System
+from tests.support.page import PHONE, chromium, open_page, send, shot, sign_in
 
 
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        chromium = await pw.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
-        )
-        yield chromium
-        await chromium.close()
-
-
-async def open_page(browser: Browser, viewport: dict[str, int] = DESKTOP) -> Page:
-    context = await browser.new_context(viewport=viewport)  # type: ignore[arg-type]
-    page = await context.new_page()
-    page.set_default_timeout(30_000)
-    return page
-
-
-async def sign_in(page: Page, system: System, principal: str) -> None:
-    await page.goto(system.http_url + "/")
-    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
-    await page.get_by_label("Access token").fill(token(principal))
-    await page.get_by_label("Access token").press("Enter")
-    await expect(page.locator("#connection")).to_have_text("Connected")
-
-
-async def send(page: Page, message: str, criteria: str = "") -> None:
-    await page.get_by_label("Message", exact=True).fill(message)
-    await page.get_by_label("Success criteria").fill(criteria)
-    await page.get_by_role("button", name="Send").click()
-
-
-def shot(name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS / name
+    async with chromium() as b:
+        yield b
 
 
 def streaming_greeting(text: str, delay: float) -> Any:

@@ -52,6 +52,7 @@ def keyed(
     logs_dir: Path,
     brave: FakeBrave,
     sendgrid: FakeSendGrid,
+    pages: PageServer,
 ) -> Iterator[System]:
     sys_ = start_system(
         nats_server.url,
@@ -62,6 +63,8 @@ def keyed(
         SENDGRID_API_KEY=sendgrid.key,
         SENDGRID_FROM_EMAIL=SENDER,
         SIDEKICK_SENDGRID_BASE_URL=sendgrid.url,
+        # The page server (under both its names) is operator-trusted here.
+        SIDEKICK_EGRESS_ALLOW=f"127.0.0.1:{pages.port},localhost:{pages.port}",
     )
     yield sys_
     sys_.stop()

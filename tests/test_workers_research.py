@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts import Source, WorkflowStatus
+from contracts import Source, WorkerTask, WorkflowStatus
 from services.workers import freshness
 from services.workers.research import ResearchWorker
 from services.workers.settings import WorkerSettings
@@ -40,7 +40,9 @@ def _reset(brave: FakeBrave) -> None:
     brave.reset()
 
 
-def worker(fake_llm: FakeOpenAI, brave: FakeBrave, **overrides: Any) -> ResearchWorker:
+def worker(
+    fake_llm: FakeOpenAI, brave: FakeBrave, allow: str = "", **overrides: Any
+) -> ResearchWorker:
     values: dict[str, Any] = {
         "brave_api_key": brave.token,
         "brave_base_url": brave.url,
@@ -48,7 +50,12 @@ def worker(fake_llm: FakeOpenAI, brave: FakeBrave, **overrides: Any) -> Research
         **overrides,
     }
     settings = WorkerSettings(**values)
-    return ResearchWorker(unconnected_deps(fake_llm), settings)
+    return ResearchWorker(unconnected_deps(fake_llm, allow), settings)
+
+
+def allow(pages: PageServer) -> str:
+    """The page server, under both of its names, is an operator-trusted endpoint here."""
+    return f"127.0.0.1:{pages.port},localhost:{pages.port}"
 
 
 def plan(queries: list[str], *, fresh: bool, **extra: Any) -> dict[str, Any]:
@@ -68,13 +75,15 @@ def synthesis(answer: str, citations: list[int]) -> dict[str, Any]:
     return {"answer_markdown": answer, "confidence": "medium", "citations": citations}
 
 
-def script_research(fake_llm: FakeOpenAI, the_plan: dict[str, Any], answer: str) -> None:
+def script_research(
+    fake_llm: FakeOpenAI, the_plan: dict[str, Any], answer: str, cites: list[int] | None = None
+) -> None:
     fake_llm.script(
         "fake-worker",
         by_schema(
             {
                 "ResearchPlan": lambda body: the_plan,
-                "ResearchSynthesis": lambda body: synthesis(answer, [1, 2]),
+                "ResearchSynthesis": lambda body: synthesis(answer, cites or [1, 2]),
             }
         ),
     )
@@ -123,7 +132,7 @@ async def test_research_with_two_live_sources_on_two_domains_has_no_freshness_no
         plan(["latest rust release news", "rust release notes"], fresh=True),
         "Rust 9 came out today [1], with new notes [2].",
     )
-    done = await worker(fake_llm, brave).run(
+    done = await worker(fake_llm, brave, allow(pages)).run(
         task("RESEARCH", "What is in the latest Rust release?")
     )
     assert done.success, done.error
@@ -155,7 +164,9 @@ async def test_research_with_one_live_source_ends_with_the_freshness_note(
         result("Old GPU prices", pages.url("/gone", "localhost"), "gone"),
     ]
     script_research(fake_llm, plan(["gpu prices today"], fresh=True), "GPUs cost a lot [1][2].")
-    done = await worker(fake_llm, brave).run(task("RESEARCH", "What do GPUs cost right now?"))
+    done = await worker(fake_llm, brave, allow(pages)).run(
+        task("RESEARCH", "What do GPUs cost right now?")
+    )
     assert done.success, done.error
     assert done.output.endswith("\n\n" + freshness.NOTE)
     assert done.output.count(freshness.NOTE) == 1
@@ -169,9 +180,47 @@ async def test_research_with_no_reachable_source_ends_with_the_freshness_note(
         result("Nobody listens here", "http://localhost:9/results", "closed port"),
     ]
     script_research(fake_llm, plan(["election results"], fresh=True), "Counting goes on [1][2].")
-    done = await worker(fake_llm, brave).run(task("RESEARCH", "Who is winning the election?"))
+    done = await worker(fake_llm, brave, allow(pages)).run(
+        task("RESEARCH", "Who is winning the election?")
+    )
     assert done.success, done.error
     assert done.output.endswith(freshness.NOTE)
+
+
+async def test_sources_on_inside_addresses_are_never_probed_and_do_not_count(
+    fake_llm: FakeOpenAI, brave: FakeBrave, pages: PageServer
+) -> None:
+    """A search result may name any address; the validator probes none that is not public (the
+    page server is on loopback and, here, not an operator-trusted endpoint)."""
+    port = pages.port
+    inside = [
+        f"http://127.0.0.1:{port}/live",
+        f"http://localhost:{port}/live",
+        f"http://[::1]:{port}/live",
+        f"http://[::ffff:127.0.0.1]:{port}/live",
+        f"http://2130706433:{port}/live",
+        f"http://0x7f.1:{port}/live",
+        f"http://0177.0.0.1:{port}/live",
+        f"http://127.1:{port}/live",
+        f"http://0.0.0.0:{port}/live",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/",
+        "http://100.64.0.1/",
+        "http://[fe80::1]/",
+    ]
+    found = [result(f"r{i}", u, "x") for i, u in enumerate(inside)]
+    brave.web["exchange rates today"] = brave.news["exchange rates today"] = found
+    numbers = list(range(1, 11))  # the validator checks ten sources at most
+    cites = "".join(f"[{n}]" for n in numbers)
+    script_research(
+        fake_llm, plan(["exchange rates today"], fresh=True), f"Rates {cites}.", numbers
+    )
+    hits_before = len(pages.hits)
+    done = await worker(fake_llm, brave).run(task("RESEARCH", "Exchange rates right now?"))
+    assert done.success, done.error
+    assert done.output.endswith(freshness.NOTE)
+    assert len(done.sources) == 10
+    assert len(pages.hits) == hits_before  # not one probe reached the page server
 
 
 async def test_research_that_needs_no_freshness_is_not_checked_or_noted(
@@ -242,8 +291,8 @@ async def test_research_shows_each_pipeline_step_in_the_request_status(
     script_research(fake_llm, plan(["latest chip news"], fresh=True), "New chips [1].")
     steps: list[tuple[str, str]] = []
 
-    async def record(request_id: str, status: WorkflowStatus, detail: str) -> None:
-        steps.append((request_id, status))
+    async def record(task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
+        steps.append((task.request_id, status))
 
     deps = unconnected_deps(fake_llm)
     deps.stage = record

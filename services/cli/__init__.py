@@ -1,4 +1,5 @@
-"""The command line: `sidekick up | run | chat | outbox | nats-config`, one module each."""
+"""The command line: `sidekick up | run | bootstrap | chat | outbox | nats-config`, a module
+each."""
 
 from services.cli.main import main
 

@@ -92,7 +92,7 @@ async def collect(*, calls: bool, seconds: float) -> Findings:
         await checks.brave(kinds, seconds),
         checks.sendgrid(kinds),
         await checks.pushover(seconds),
-        await checks.sandbox(kinds),
+        await checks.sandbox(kinds, settings.data_dir),
         await checks.chromium(seconds),
         *await checks.nats_server(settings, "SIDEKICK_NATS_URL" in os.environ, seconds),
     ]

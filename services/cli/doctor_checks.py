@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import os
 import uuid
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -106,25 +106,16 @@ async def pushover(seconds: float) -> Row:
     )
 
 
-async def sandbox(kinds: list[str]) -> Row:
-    """bubblewrap found and working, asked of the tools worker's own probe."""
-    needed = False  # without it python_run is off and says why; nothing else depends on it
-    try:
-        from services.workers.tools import python_sandbox
+async def sandbox(kinds: list[str], data_dir: Path) -> Row:
+    """bubblewrap found and working: the tools worker's own probe (one sandboxed `print`)."""
+    from services.workers.tools.catalog import python_sandbox
 
-        status_of = python_sandbox.sandbox_status  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        return Row(
-            "Python sandbox",
-            None,
-            "not yet: this build has no bubblewrap probe to ask (python_run's own check runs "
-            "when the TOOLS worker starts)",
-        )
-    status = status_of()
-    if inspect.isawaitable(status):
-        status = await status
-    available, detail = bool(status.available), str(status.detail)
-    return Row("Python sandbox", available, detail, "" if available else "SIDEKICK_BWRAP", needed)
+    status = await python_sandbox(ToolsSettings(), data_dir).status()
+    if status.available:
+        return Row("Python sandbox", True, status.detail)
+    # Not needed: without it python_run is off and says why; nothing else depends on it.
+    users = "python_run of TOOLS is off" if "TOOLS" in kinds else "python_run would be off"
+    return Row("Python sandbox", False, f"{users}: {status.detail}", "SIDEKICK_BWRAP")
 
 
 async def chromium(seconds: float) -> Row:
@@ -188,7 +179,7 @@ async def nats_server(settings: Settings, explicit: bool, seconds: float) -> lis
     try:
         rows = [Row("NATS", True, f"reachable at {shown}", needed=explicit)]
         rows.append(await _jetstream(nc, explicit))
-        rows.append(await _permissions(nc, errors))
+        rows.append(await _permissions(nc, errors, _user_of(url)))
     finally:
         with contextlib.suppress(Exception):
             await nc.close()
@@ -206,13 +197,17 @@ async def _jetstream(nc: Any, needed: bool) -> Row:
     return Row("NATS JetStream", True, f"on, {account.streams} streams", needed=needed)
 
 
-async def _permissions(nc: Any, errors: list[Exception]) -> Row:
+def _user_of(url: str) -> str:
+    return urlsplit(url.split(",")[0].strip()).username or ""
+
+
+async def _permissions(nc: Any, errors: list[Exception], url_user: str) -> Row:
     info = getattr(nc, "_server_info", {}) or {}
-    user, allowed = "", ""
+    user, allowed = url_user, ""
     with contextlib.suppress(Exception):
         reply = await nc.request("$SYS.REQ.USER.INFO", b"", timeout=2)
         data = json.loads(reply.data).get("data", {})
-        user = data.get("user", "")
+        user = data.get("user") or user
         perms = data.get("permissions") or {}
         pub = (perms.get("publish") or {}).get("allow") or []
         sub = (perms.get("subscribe") or {}).get("allow") or []

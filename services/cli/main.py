@@ -33,10 +33,20 @@ def _parser() -> argparse.ArgumentParser:
     p_chat.add_argument("--criteria", default=None, help="success criteria for every message")
     p_chat.add_argument("--quiet", action="store_true", help="hide progress lines")
     p_chat.add_argument(
+        "--plain",
+        action="store_true",
+        help="plain text, no colours or spinner (the default when stdout is not a terminal)",
+    )
+    p_chat.add_argument(
         "--token",
         default=None,
         help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
     )
+
+    p_boot = sub.add_parser(
+        "bootstrap", help="create the bus's streams, buckets and consumers (NATS admin user)"
+    )
+    p_boot.add_argument("--nats-url", default=None, help="default $SIDEKICK_NATS_URL")
 
     p_natsconf = sub.add_parser(
         "nats-config", help="print a locked-down nats-server config (one user per service)"
@@ -49,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     p_natsconf.add_argument(
         "--tls-verify", action="store_true", help="require client certificates (mutual TLS)"
     )
+
+    p_eval = sub.add_parser(
+        "eval", help="measure answer quality with and without the evaluator loop"
+    )
+    from services.cli.eval import add_arguments
+
+    add_arguments(p_eval)
 
     p_outbox = sub.add_parser("outbox", help="show mail kept unsent in the local outbox")
     p_outbox.add_argument("--url", default=None, help="gateway, default http://127.0.0.1:8080")
@@ -101,19 +118,40 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.command == "doctor":
         return doctor.doctor(args)
+    if args.command == "bootstrap":
+        from services.cli.bootstrap import main as bootstrap
+
+        return bootstrap(args.nats_url)
+    if args.command == "eval":
+        from services.cli.eval import run_eval
+
+        try:
+            return run_eval(args)
+        except KeyboardInterrupt:
+            return 130
     if args.command == "nats-config":
         from services.cli.natsconfig import nats_config
 
         return nats_config(parser, args)
     if args.command == "chat":
+        from websockets.exceptions import InvalidStatus
+
         from services.cli.chat import chat
 
         url = args.url or f"ws://127.0.0.1:{_gateway_port()}/ws"
+        token = args.token or os.environ.get("SIDEKICK_TOKEN")
+        plain = True if args.plain else None
         try:
-            token = args.token or os.environ.get("SIDEKICK_TOKEN")
-            return asyncio.run(chat(url, args.session, args.criteria, not args.quiet, token))
+            return asyncio.run(
+                chat(url, args.session, args.criteria, not args.quiet, token, plain=plain)
+            )
         except (KeyboardInterrupt, EOFError):
             return 0
+        except InvalidStatus as exc:
+            code = exc.response.status_code
+            hint = " (check --token or $SIDEKICK_TOKEN)" if code == 401 else ""
+            print(f"the gateway at {url} refused the connection: HTTP {code}{hint}")
+            return 1
         except OSError as exc:
             print(f"could not connect to {url}: {exc} (is `sidekick up` running?)")
             return 1

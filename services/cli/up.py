@@ -3,6 +3,7 @@ when one dies, all stopped cleanly on Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -13,8 +14,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.runtime.natsauth import SERVICES, Credentials, write_config
+from services.cli.bootstrap import run_bootstrap
+from services.runtime import secrets
+from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
 from services.runtime.natsserver import NatsServer, die_with_parent
+from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.up")
 
@@ -54,8 +58,9 @@ class Supervisor:
         self.children: list[Child] = []
         self.stopping = False
 
-    def _env(self, nats_url: str) -> dict[str, str]:
-        env = dict(os.environ)
+    def _env(self, service: str, nats_url: str) -> dict[str, str]:
+        # Built for this child: the configuration, and of the secrets only its role's.
+        env = secrets.environment(service, os.environ)
         env["SIDEKICK_NATS_URL"] = nats_url
         env["SIDEKICK_GATEWAY_PORT"] = str(self.port)
         env["SIDEKICK_GATEWAY_HOST"] = self.host
@@ -70,9 +75,9 @@ class Supervisor:
         if nats_url is None:
             # Locked down: one NATS user per service, limited to its own subjects, with
             # passwords made for this run, known only to nats-server and that service.
-            creds = Credentials.generate()
+            creds = Credentials.generate((*SERVICES, ADMIN))
             namespace = os.environ.get("SIDEKICK_NAMESPACE", "sidekick")
-            config = write_config(self.data_dir / "nats.conf", namespace)
+            config = write_config(self.data_dir / "nats.conf", namespace, admin=True)
             self.nats = NatsServer(
                 store_dir=self.data_dir / "jetstream",
                 config_file=config,
@@ -84,8 +89,21 @@ class Supervisor:
                 "each service has its own user (see docs/nats-security.md)",
                 flush=True,
             )
+        # Streams, buckets and consumers are made here, as the admin user; no service may.
+        admin_url = creds.url(nats_url, ADMIN) if creds else nats_url
+        try:
+            asyncio.run(run_bootstrap(admin_url, Settings()))
+        except Exception as exc:
+            if creds is not None:
+                raise
+            # A server of the operator's: its admin may have run `sidekick bootstrap` already.
+            print(
+                f"could not create the streams, buckets and consumers ({exc!r}); the services "
+                "wait for them: run `sidekick bootstrap` with the NATS admin user",
+                flush=True,
+            )
         for name in SERVICES:
-            env = self._env(creds.url(nats_url, name) if creds else nats_url)
+            env = self._env(name, creds.url(nats_url, name) if creds else nats_url)
             child = Child(name, [sys.executable, "-m", "services.cli", "run", name], env)
             child.start()
             self.children.append(child)

@@ -3,6 +3,7 @@ routes the web page needs: its configuration and a session's history."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -23,7 +24,7 @@ from services.gateway.errors import (
     TooLarge,
     Unauthorized,
 )
-from services.gateway.intake import Intake, scoped
+from services.gateway.intake import Intake, scoped, unscoped
 from services.runtime import outbox
 from services.runtime.bus import Bus
 from services.runtime.kvstore import get_model, key_for
@@ -33,6 +34,10 @@ Handler = Callable[[Request, str], Awaitable[Response]]
 
 MAX_BODY_BYTES = 256 * 1024
 OUTBOX_SCAN = 500
+# The sidebar groups the principal's newest requests by conversation; older ones drop off it
+# (their sessions still open by uuid).
+SESSIONS_SCAN = 200
+TITLE_CHARS = 80
 _ID = re.compile(ID_PATTERN)
 REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
@@ -98,9 +103,10 @@ def path_id(request: Request, name: str, pattern: re.Pattern[str] = _ID) -> str:
 
 
 class PageApi:
-    """`GET /api/config` (public), and the principal's `GET /api/sessions/{uuid}/history` and
-    `GET /api/outbox` (mail kept unsent because no SendGrid key is set; optional query: `limit`
-    1-200, default 50, and `session`, a client uuid, for one conversation's mail)."""
+    """`GET /api/config` (public), and the principal's `GET /api/sessions` (conversations,
+    newest first), `GET /api/sessions/{uuid}/history` and `GET /api/outbox` (mail kept unsent
+    because no SendGrid key is set; optional query: `limit` 1-200, default 50, and `session`, a
+    client uuid, for one conversation's mail)."""
 
     def __init__(self, bus: Bus, intake: Intake, auth: Auth) -> None:
         self.bus = bus
@@ -115,6 +121,30 @@ class PageApi:
                 "max_message_chars": settings.max_message_chars,
             }
         )
+
+    async def sessions(self, request: Request, principal: str) -> Response:
+        """The principal's chat conversations (workflows have their own list), from the
+        gateway's index of its requests: uuid, title (the first message seen), last activity,
+        and how many of the scanned requests belong to it."""
+        try:
+            limit = min(max(int(request.query_params.get("limit", "30")), 1), 100)
+        except ValueError as exc:
+            raise Invalid("limit must be a whole number.") from exc
+        ids = await self.intake.recent(principal, SESSIONS_SCAN)
+        found = await asyncio.gather(*(self.intake.status(rid) for rid in ids))
+        by_uuid: dict[str, dict[str, Any]] = {}
+        for status, _ in found:  # newest first
+            if status is None or status.principal != principal:
+                continue
+            uuid = unscoped(principal, status.session_id)
+            if uuid.startswith("workflow-"):
+                continue
+            entry = by_uuid.setdefault(
+                uuid, {"uuid": uuid, "updated_at": status.updated_at.isoformat(), "requests": 0}
+            )
+            entry["title"] = status.text[:TITLE_CHARS]  # older requests overwrite: the first
+            entry["requests"] += 1
+        return JSONResponse({"sessions": list(by_uuid.values())[:limit]})
 
     async def history(self, request: Request, principal: str) -> Response:
         uuid = path_id(request, "uuid")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from faststream.nats import NatsMessage
 from pydantic import ValidationError
@@ -14,7 +16,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from contracts import SessionRecord, parse_event
+from contracts import Progress, SessionRecord, parse_event
 from services.gateway.api import PageApi, guarded
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import OUTCOMES, Hub
@@ -24,7 +26,7 @@ from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
 from services.runtime.host import ServiceHost, make_broker
-from services.runtime.outcomes import update_session
+from services.runtime.outcomes import record_step, update_session
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.gateway")
@@ -74,6 +76,20 @@ def build(settings: Settings) -> ServiceHost:
 
     hub.on_delivered = delivered
 
+    def background(work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def on_step(step: Progress) -> None:
+        """A worker's step (researching, synthesizing, ...) into the request's record: workers
+        may not write records themselves. Every replica hears it; the write is a no-op but once."""
+        assert step.workflow_status is not None
+        try:
+            await record_step(bus, step.request_id, step.workflow_status, step.detail)
+        except Exception as exc:
+            log.warning("could not record a step of %s: %r", step.request_id, exc)
+
     # Every gateway replica hears every client-bound event (core NATS, no queue group) on one
     # subscription, so chunks, progress and the end arrive in the order they were published,
     # and delivers each to the sockets it holds for that session.
@@ -90,17 +106,29 @@ def build(settings: Settings) -> ServiceHost:
             return
         if isinstance(event, OUTCOMES):
             limits.release(event.request_id)
+        elif isinstance(event, Progress) and event.workflow_status is not None:
+            background(on_step(event))
         hub.dispatch(event)
 
     async def page(_: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
+    async def favicon(_: Request) -> Response:
+        # Browsers ask for /favicon.ico on their own, whatever the page links.
+        return FileResponse(
+            STATIC / "favicon.ico",
+            media_type="image/x-icon",
+            headers={"cache-control": "max-age=86400"},
+        )
+
     pages = PageApi(bus, intake, auth)
     routes: list[BaseRoute] = [
         Route("/", page),
+        Route("/favicon.ico", favicon),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
         WebSocketRoute("/ws", ChatSocket(bus, hub, intake, auth).endpoint),
         Route("/api/config", pages.config),
+        Route("/api/sessions", guarded(auth, pages.sessions)),
         Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
         Route("/api/outbox", guarded(auth, pages.outbox), methods=["GET"]),
         *Workflows(intake, auth, settings.max_message_chars).routes(),

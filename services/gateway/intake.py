@@ -28,7 +28,7 @@ from contracts import (
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.hub import OUTCOMES, Outcome
 from services.gateway.limits import Limits
-from services.runtime.bus import DAY, Bus, msg_id
+from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import get_model, key_for
 from services.runtime.outcomes import create_status
 from services.runtime.telemetry import current_trace_id
@@ -66,7 +66,7 @@ class Intake:
         self._index: KeyValue | None = None
 
     async def start(self) -> None:
-        self._index = await self.bus.bucket("index", ttl=30 * DAY)
+        self._index = await self.bus.bucket("index")
 
     async def owned(self, principal: str, request_id: str) -> RequestStatus:
         """The principal's request, or NotFound (also when another principal owns it)."""

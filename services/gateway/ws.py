@@ -29,6 +29,7 @@ log = logging.getLogger("sidekick.gateway")
 
 AUTH_TIMEOUT = 10.0
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_IDLE = 4408
 
 
 class ChatSocket:
@@ -48,9 +49,19 @@ class ChatSocket:
         self.hub.opened()
         writer = asyncio.create_task(conn.writer())
         watchdog = None if conn.authenticated else asyncio.create_task(self._auth_deadline(conn))
+        settings = self.bus.settings
+        first = True  # the first frame has ws_first_frame_timeout, later ones ws_idle_timeout
         try:
             while True:
-                message = await ws.receive()
+                wait = settings.ws_first_frame_timeout if first else settings.ws_idle_timeout
+                try:
+                    message = await asyncio.wait_for(ws.receive(), wait)
+                except TimeoutError:
+                    GATEWAY_FRAMES_REJECTED.labels("timeout").inc()
+                    said = "no frame" if first else "no frame since the last"
+                    await conn.close(CLOSE_IDLE, f"{said} for {wait:g} s")
+                    break
+                first = False
                 if message["type"] == "websocket.disconnect":
                     break
                 text = message.get("text")

@@ -29,6 +29,7 @@ from services.orchestrator import loop, prompts
 from services.orchestrator.cache import SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, RequestState
 from services.orchestrator.parking import ParkingLot
+from services.runtime import cancels
 from services.runtime.bus import Bus, msg_id
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
@@ -125,6 +126,7 @@ class Orchestrator:
 
     async def on_cancel(self, event: CancelRequested) -> None:
         CANCELLATIONS.labels("orchestrator").inc()
+        await cancels.flag(self.bus, event.request_id, event.reason)
         await self.parking.release(event.request_id)
         state, _ = await get_model(self.bus.kv.requests, event.request_id, RequestState)
         if state is None:

@@ -1,5 +1,5 @@
-"""The durable bus: topology (streams, buckets), publishing with dedupe keys, and the consumer
-wrapper every service uses for work that must not be lost.
+"""The durable bus: a service's binding to the topology (topology.py), publishing with dedupe
+keys, and the consumer wrapper every service uses for work that must not be lost.
 
 A durable handler gets one typed event. The wrapper acks only after the handler returns (so its
 output was published), sends in-progress heartbeats while it runs, rejects poison input at
@@ -14,10 +14,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
-import nats.js.errors
 from faststream import AckPolicy
 from faststream.nats import (
     ConsumerConfig,
@@ -29,17 +27,13 @@ from faststream.nats import (
 )
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import (
-    KeyValueConfig,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
-)
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects
+from services.runtime import topology
 from services.runtime.metrics import DEAD_LETTERS
+from services.runtime.natsauth import inbox_prefix
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.bus")
@@ -56,97 +50,46 @@ def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
     return f"{request_id}:{step}" if attempt is None else f"{request_id}:{step}:{attempt}"
 
 
-@dataclass
 class Buckets:
-    requests: KeyValue
-    sessions: KeyValue
-    results: KeyValue
-    ledger: KeyValue
-    status: KeyValue
-    cache: KeyValue
+    """The KV buckets a service's role may use (services/runtime/topology.py), bound at start.
+    Asking for another is a bug in the service, said plainly rather than as a NATS error."""
 
+    def __init__(self, service: str, bound: dict[str, KeyValue]) -> None:
+        self._service = service
+        self._bound = bound
 
-async def ensure_stream(js: JetStreamContext, config: StreamConfig, *, replicas: int = 1) -> None:
-    """Create the stream, or bring an existing one to this configuration."""
-    config.num_replicas = replicas
-    try:
-        await js.add_stream(config)
-    except nats.js.errors.BadRequestError:
-        await js.update_stream(config)
-
-
-async def ensure_bucket(
-    js: JetStreamContext, name: str, *, history: int = 1, ttl: float = 0, replicas: int = 1
-) -> KeyValue:
-    try:
-        return await js.key_value(name)
-    except nats.js.errors.BucketNotFoundError:
-        return await js.create_key_value(
-            KeyValueConfig(
-                bucket=name, history=history, ttl=ttl, storage=StorageType.FILE, replicas=replicas
+    def get(self, name: str) -> KeyValue:
+        kv = self._bound.get(name)
+        if kv is None:
+            raise PermissionError(
+                f"the {self._service} service has no use of the {name!r} bucket "
+                "(its role in services/runtime/topology.py does not grant it)"
             )
-        )
+        return kv
 
+    @property
+    def requests(self) -> KeyValue:
+        return self.get("requests")
 
-async def ensure_topology(
-    js: JetStreamContext, subjects: Subjects, *, replicas: int = 1
-) -> Buckets:
-    """Idempotently create every stream and bucket; safe to run from every replica."""
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.work_stream,
-            subjects=subjects.work_subjects,
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=DAY,
-            duplicate_window=10 * 60,
-        ),
-        replicas=replicas,
-    )
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.results_stream,
-            subjects=subjects.result_subjects,
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=7 * DAY,
-            duplicate_window=10 * 60,
-        ),
-        replicas=replicas,
-    )
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.deadletter_stream,
-            subjects=[subjects.deadletter("*")],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=30 * DAY,
-        ),
-        replicas=replicas,
-    )
-    return Buckets(
-        requests=await ensure_bucket(
-            js, subjects.requests_bucket, history=1, ttl=7 * DAY, replicas=replicas
-        ),
-        sessions=await ensure_bucket(
-            js, subjects.sessions_bucket, history=1, ttl=30 * DAY, replicas=replicas
-        ),
-        results=await ensure_bucket(
-            js, subjects.results_bucket, history=1, ttl=7 * DAY, replicas=replicas
-        ),
-        ledger=await ensure_bucket(
-            js, subjects.ledger_bucket, history=1, ttl=30 * DAY, replicas=replicas
-        ),
-        status=await ensure_bucket(
-            js, subjects.status_bucket, history=1, ttl=30 * DAY, replicas=replicas
-        ),
-        cache=await ensure_bucket(
-            js, subjects.cache_bucket, history=1, ttl=30 * DAY, replicas=replicas
-        ),
-    )
+    @property
+    def sessions(self) -> KeyValue:
+        return self.get("sessions")
+
+    @property
+    def results(self) -> KeyValue:
+        return self.get("results")
+
+    @property
+    def ledger(self) -> KeyValue:
+        return self.get("ledger")
+
+    @property
+    def status(self) -> KeyValue:
+        return self.get("status")
+
+    @property
+    def cache(self) -> KeyValue:
+        return self.get("cache")
 
 
 class Bus:
@@ -160,18 +103,17 @@ class Bus:
         self._buckets: Buckets | None = None
         self._js: JetStreamContext | None = None
 
-    async def setup(self) -> None:
+    async def setup(self, *, wait: float | None = None) -> None:
+        """Connect and bind to the role's buckets and consumers, which the bootstrap step made
+        (waiting for it, with one log line, up to `wait` seconds; forever when None)."""
         client: Client = await self.broker.connect()
         self._js = client.jetstream()
-        self._buckets = await ensure_topology(
-            self._js, self.subjects, replicas=self.settings.stream_replicas
-        )
+        bound = await topology.bind(self._js, self.settings, self.service, wait=wait)
+        self._buckets = Buckets(self.service, bound)
 
-    async def bucket(self, name: str, *, ttl: float = 0) -> KeyValue:
-        """A further KV bucket of this namespace, created if missing."""
-        return await ensure_bucket(
-            self.js, self.subjects.bucket(name), ttl=ttl, replicas=self.settings.stream_replicas
-        )
+    async def bucket(self, name: str) -> KeyValue:
+        """One of the role's buckets by name (e.g. the gateway's `index`)."""
+        return self.kv.get(name)
 
     @property
     def connected(self) -> bool:
@@ -239,23 +181,32 @@ class Bus:
         consumer: str,
         on_exhausted: Callable[[E, BaseException], Awaitable[None]] | None = None,
     ) -> None:
-        """Register `handler` as the durable, load-shared consumer `consumer` of `subject`."""
+        """Register `handler` as the durable, load-shared consumer `consumer` of `subject`. The
+        consumer is made by the bootstrap step (topology.py); the service only binds to it."""
         settings = self.settings
+        declared = topology.consumers(self.subjects).get(consumer)
+        if declared != subject:
+            raise ValueError(
+                f"consumer {consumer!r} of {subject} is not in services/runtime/topology.py"
+            )
+        config = topology.consumer_config(self.subjects, consumer, settings)
 
         @self.broker.subscriber(
             subject,
             stream=JStream(self._stream_for(subject), declare=False),
-            durable=f"{self.subjects.namespace}_{consumer}",
+            durable=topology.durable_name(self.subjects, consumer),
             pull_sub=PullSub(batch_size=min(settings.max_concurrency, 16), timeout=2.0),
             config=ConsumerConfig(
-                ack_wait=settings.ack_wait,
-                max_deliver=settings.max_deliver,
-                max_ack_pending=settings.max_concurrency * 4,
+                ack_wait=config.ack_wait,
+                max_deliver=config.max_deliver,
+                max_ack_pending=config.max_ack_pending,
                 deliver_policy=DeliverPolicy.ALL,
                 filter_subject=subject,
             ),
             ack_policy=AckPolicy.MANUAL,
             max_workers=settings.max_concurrency,
+            # Fetched messages come to the service's own inbox (FastStream's default is _INBOX.).
+            inbox_prefix=f"{inbox_prefix(self.service)}.".encode(),
         )
         async def _consume() -> None:
             # Read from the context rather than declared as `msg: NatsMessage`: FastDepends

@@ -1,7 +1,8 @@
 """Hearing cancellations: every replica of a service subscribes (core NATS, no queue group) to
 the cancel subject, which the gateway publishes on JetStream for the orchestrator's durable
-consumer; core subscribers see the same message. The request's status record is the source of
-truth for requests whose cancel arrived before this process started."""
+consumer; core subscribers see the same message. For requests whose cancel arrived before this
+process started, the orchestrator leaves a flag in the ledger bucket (`flag()`), which every
+service that checks may read (workers may not read the request records themselves)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import contextlib
 import logging
 from collections import OrderedDict
 
+import nats.js.errors
 from faststream.nats import NatsMessage
 from pydantic import ValidationError
 
 from contracts import CancelRequested
 from services.runtime.bus import Bus
+from services.runtime.kvstore import key_for
 from services.runtime.metrics import CANCELLATIONS
-from services.runtime.outcomes import load_status
 
 log = logging.getLogger("sidekick.cancel")
 
@@ -54,8 +56,11 @@ class Cancellations:
         """True if the request was cancelled (here, or before this process heard of it)."""
         if request_id in self.seen:
             return True
-        status = await load_status(self.bus, request_id)
-        return status is not None and status.status == "cancelled"
+        try:
+            await self.bus.kv.ledger.get(flag_key(request_id))
+        except nats.js.errors.KeyNotFoundError:
+            return False
+        return True
 
     async def run(self, request_id: str, work: asyncio.Task[object]) -> bool:
         """Await `work`; False if it was stopped because its request was cancelled."""
@@ -84,3 +89,12 @@ async def cancel_quietly(task: asyncio.Task[object]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def flag_key(request_id: str) -> str:
+    return "cancelled." + key_for(request_id)
+
+
+async def flag(bus: Bus, request_id: str, reason: str) -> None:
+    """Remember, for services that start work later, that the request was cancelled."""
+    await bus.kv.ledger.put(flag_key(request_id), reason.encode()[:500])

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -23,7 +24,9 @@ from starlette.routing import BaseRoute, Route
 
 from services.runtime.bus import Bus
 from services.runtime.busmetrics import prometheus_middleware
+from services.runtime.httpguard import Guard, uvicorn_options
 from services.runtime.metrics import READY, REGISTRY
+from services.runtime.natsauth import inbox_prefix
 from services.runtime.settings import Settings
 from services.runtime.telemetry import setup_tracing
 
@@ -36,6 +39,8 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
     return NatsBroker(
         settings.nats_url,
         name=f"sidekick-{service}",
+        # Replies come to the service's own inbox prefix, the only one its NATS user may read.
+        inbox_prefix=inbox_prefix(service),
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
         middlewares=[
@@ -103,6 +108,16 @@ class ServiceHost:
         )
 
     def run(self) -> None:
+        _raise_open_files_limit()
+        settings = self.settings
+        guard = Guard(
+            max_connections=settings.max_connections,
+            max_per_client=settings.max_connections_per_client,
+            head_timeout=settings.http_head_timeout,
+            exempt=frozenset(
+                a.strip() for a in settings.connection_limit_exempt.split(",") if a.strip()
+            ),
+        )
         config = uvicorn.Config(
             self.asgi(),
             host=self.host or self.settings.ops_host,
@@ -114,6 +129,7 @@ class ServiceHost:
             # (bench: 5,000 idle sockets); chat frames are small, so it buys little.
             ws_per_message_deflate=False,
             timeout_graceful_shutdown=5,
+            **uvicorn_options(guard),
         )
         server = uvicorn.Server(config)
 
@@ -122,6 +138,14 @@ class ServiceHost:
                 await server.serve()
 
         asyncio.run(main())
+
+
+def _raise_open_files_limit() -> None:
+    """Every socket is a file: allow as many as the hard limit does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 async def wait_for_nats(url: str, service: str, *, every: float = 2.0) -> bool:

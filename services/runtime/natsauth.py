@@ -1,15 +1,18 @@
-"""A locked-down nats-server configuration: one user per service, each allowed to publish and
-subscribe only the subjects its role needs (`sidekick nats-config` prints it; `sidekick up`
-runs its embedded server with it).
+"""A locked-down nats-server configuration: one user per service, each allowed exactly what its
+role in services/runtime/topology.py needs (`sidekick nats-config` prints it; `sidekick up` runs
+its embedded server with it), and an admin user for the bootstrap step.
 
 Passwords never appear in the file: each user's password is the nats-server variable
-`$SIDEKICK_NATS_PASSWORD_<SERVICE>`, which the server reads from its environment at start. A
+`$SIDEKICK_NATS_PASSWORD_<USER>`, which the server reads from its environment at start. A
 service connects as `nats://<service>:<password>@host:port` (its `SIDEKICK_NATS_URL`).
 
-What every service may do besides its own subjects: the JetStream API (`$JS.API.>`, to create
-the shared streams, buckets and its durable consumers, and to read KV entries), acks and flow
-control replies (`$JS.ACK.>`, `$JS.FC.>`), and replies to its own requests (`_INBOX.>`).
-Writes to a KV bucket are publishes on `$KV.<bucket>.>`, granted per bucket below.
+A service user may, besides its core subjects: fetch from and ack its own durable consumers
+(`$JS.API.CONSUMER.INFO|MSG.NEXT.<stream>.<its consumer>`, `$JS.ACK.<stream>.<its consumer>.>`),
+read and write the KV buckets of its role (`$JS.API.STREAM.INFO|MSG.GET.KV_<bucket>`,
+`$KV.<bucket>.>`), follow the buckets it watches (an ephemeral, filtered consumer on that bucket
+only), read the streams its role reads, and receive replies on its own inbox prefix
+(`_INBOX_<service>.>`, not `_INBOX.>`). It may not create, update, delete or purge a stream, a
+bucket or a durable consumer: those subjects are not granted, and are denied outright besides.
 """
 
 from __future__ import annotations
@@ -21,24 +24,31 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from contracts import Subjects
+from services.runtime import topology
 
-SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
+SERVICES = topology.SERVICES
 ADMIN = "admin"
 
-# KV buckets each service writes (reads go through the JetStream API).
-KV_WRITES: dict[str, tuple[str, ...]] = {
-    "gateway": ("status", "sessions", "index"),
-    "frontline": ("requests", "sessions", "results", "status", "ledger", "cache"),
-    "orchestrator": ("requests", "sessions", "results", "status", "ledger", "cache", "parked"),
-    "evaluator": (),
-    "workers": ("ledger", "status"),
-}
+# Never granted to a service, whatever its allow list says (defence in depth).
+DENIED_TO_SERVICES = [
+    "$JS.API.STREAM.CREATE.>",
+    "$JS.API.STREAM.UPDATE.>",
+    "$JS.API.STREAM.DELETE.>",
+    "$JS.API.STREAM.PURGE.>",
+    "$JS.API.STREAM.MSG.DELETE.>",
+    "$JS.API.STREAM.RESTORE.>",
+    "$JS.API.STREAM.SNAPSHOT.>",
+    "$JS.API.CONSUMER.DELETE.>",
+    "$JS.API.CONSUMER.DURABLE.CREATE.>",
+    "$JS.API.ACCOUNT.PURGE.>",
+]
 
 
 @dataclass(frozen=True)
 class Permissions:
     publish: list[str]
     subscribe: list[str]
+    deny_publish: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -92,31 +102,44 @@ def with_credentials(server_url: str, user: str, password: str) -> str:
     return urlunsplit((parts.scheme or "nats", netloc, parts.path, "", ""))
 
 
+def inbox_prefix(service: str) -> str:
+    """The reply inbox prefix of a service's connection (its user may read no other inbox)."""
+    return f"_INBOX_{service}"
+
+
 def permissions(service: str, namespace: str) -> Permissions:
-    """What one service may publish and subscribe to, under `namespace`."""
-    s = Subjects(namespace)
-    ns = namespace
-    publish = ["$JS.API.>", "$JS.ACK.>", "$JS.FC.>", s.deadletter(service)]
-    publish += [f"$KV.{s.bucket(b)}.>" for b in KV_WRITES[service]]
-    subscribe = ["_INBOX.>"]
-    if service == "gateway":
-        publish += [s.chat_requested, s.request_answered, s.request_cancel]
-        subscribe += [s.out_all]
-    elif service == "frontline":
-        publish += [s.request_routed, s.out_all]
-        subscribe += [s.request_cancel]
-    elif service == "orchestrator":
-        publish += [s.worker_run_all, s.evaluator_run, s.orchestrator_decided, s.out_all]
-        subscribe += [s.request_cancel, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"]
-    elif service == "evaluator":
-        publish += [s.evaluation_completed, s.progress("*"), s.stream("*")]
-        subscribe += [s.request_cancel]
-    elif service == "workers":
-        publish += [s.worker_completed, s.progress("*"), s.stream("*"), f"{ns}.outbox.>"]
-        subscribe += [s.request_cancel]
-    else:
+    """What one service may publish and subscribe to, under `namespace` (see the docstring)."""
+    if service not in SERVICES:
         raise ValueError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
-    return Permissions(publish=publish, subscribe=subscribe)
+    s = Subjects(namespace)
+    role = topology.roles(s)[service]
+    api = "$JS.API"
+    publish = [s.deadletter(service), *role.publish]
+    for consumer in role.consumers:
+        durable = topology.durable_name(s, consumer)
+        publish += [
+            f"{api}.CONSUMER.INFO.{s.work_stream}.{durable}",
+            f"{api}.CONSUMER.MSG.NEXT.{s.work_stream}.{durable}",
+            f"$JS.ACK.{s.work_stream}.{durable}.>",
+        ]
+    for bucket in sorted({*role.reads, *role.writes, *role.watches}):
+        stream = f"KV_{s.bucket(bucket)}"
+        publish += [f"{api}.STREAM.INFO.{stream}"]
+        if bucket in role.reads:
+            publish += [f"{api}.STREAM.MSG.GET.{stream}", f"{api}.DIRECT.GET.{stream}.>"]
+        if bucket in role.writes:
+            publish += [f"$KV.{s.bucket(bucket)}.>"]
+        if bucket in role.watches:
+            # A watcher is an ephemeral consumer on this bucket's stream, and nothing else.
+            publish += [
+                f"{api}.CONSUMER.CREATE.{stream}",
+                f"{api}.CONSUMER.CREATE.{stream}.>",
+                f"{api}.CONSUMER.INFO.{stream}.*",
+            ]
+    for stream in role.reads_streams:
+        publish += [f"{api}.STREAM.INFO.{stream}", f"{api}.STREAM.MSG.GET.{stream}"]
+    subscribe = [f"{inbox_prefix(service)}.>", *role.subscribe]
+    return Permissions(publish=publish, subscribe=subscribe, deny_publish=DENIED_TO_SERVICES)
 
 
 def render(
@@ -153,22 +176,47 @@ def render(
         lines += ["  timeout: 2", "}", ""]
     lines += ["authorization {", "  users = ["]
     for service in SERVICES:
-        perms = permissions(service, namespace)
-        lines += [
-            "    {",
-            f"      user: {q(service)}",
-            f"      password: {password(service)}",
-            "      permissions: {",
-            f"        publish: {{ allow: {json.dumps(perms.publish)} }}",
-            f"        subscribe: {{ allow: {json.dumps(perms.subscribe)} }}",
-            "      }",
-            "    }",
-        ]
+        lines += _user(service, password(service), permissions(service, namespace))
     if admin:
         lines += [
-            "    # Operators (the `nats` CLI, backups); keep this password offline.",
+            "    # The bootstrap step (streams, buckets, consumers) and operators (the `nats`",
+            "    # CLI, backups); keep this password away from the services.",
             f"    {{ user: {q(ADMIN)}, password: {password(ADMIN)} }}",
         ]
+    lines += ["  ]", "}", ""]
+    return "\n".join(lines)
+
+
+def _user(user: str, password: str, perms: Permissions) -> list[str]:
+    return [
+        "    {",
+        f"      user: {json.dumps(user)}",
+        f"      password: {password}",
+        "      permissions: {",
+        f"        publish: {{ allow: {json.dumps(perms.publish)}, "
+        f"deny: {json.dumps(perms.deny_publish)} }}",
+        f"        subscribe: {{ allow: {json.dumps(perms.subscribe)} }}",
+        "      }",
+        "    }",
+    ]
+
+
+def shared_user(service: str, namespace: str) -> str:
+    """A service's user name on a server that several namespaces share."""
+    return f"{service}.{namespace}"
+
+
+def render_shared(namespaces: list[str], passwords: dict[str, str]) -> str:
+    """The configuration of one server shared by several namespaces (several systems, or the
+    test suite's): a user per service per namespace (`shared_user`), each held to its own
+    namespace, and the admin user. `passwords` (literal, so the file must stay private) are by
+    user name."""
+    lines = ["# Sidekick's NATS users for several namespaces.", "authorization {", "  users = ["]
+    for namespace in namespaces:
+        for service in SERVICES:
+            user = shared_user(service, namespace)
+            lines += _user(user, json.dumps(passwords[user]), permissions(service, namespace))
+    lines += [f"    {{ user: {json.dumps(ADMIN)}, password: {json.dumps(passwords[ADMIN])} }}"]
     lines += ["  ]", "}", ""]
     return "\n".join(lines)
 

@@ -7,33 +7,18 @@ from __future__ import annotations
 
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from pydantic import ValidationError
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
-from services.runtime.bus import DAY, ensure_stream, msg_id
+from services.runtime.bus import msg_id
 
 SEND_HINT = "set SENDGRID_API_KEY and SENDGRID_FROM_EMAIL to send mail."
 
 
-async def ensure_outbox(js: JetStreamContext, subjects: Subjects) -> None:
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.outbox_stream,
-            subjects=[subjects.outbox_all],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=30 * DAY,
-            duplicate_window=10 * 60,
-        ),
-    )
-
-
 async def put(js: JetStreamContext, subjects: Subjects, entry: OutboxEntry) -> None:
-    """Keep one entry; the same (request, attempt) is stored once."""
-    await ensure_outbox(js, subjects)
+    """Keep one entry; the same (request, attempt) is stored once. (The stream is made by the
+    bootstrap step, services/runtime/topology.py.)"""
     await js.publish(
         subjects.outbox(entry.request_id),
         entry.model_dump_json().encode(),

@@ -10,6 +10,7 @@ from typing import Any
 import nats.js.errors
 
 from contracts import (
+    FINAL_STATUSES,
     ClarificationRequested,
     RequestCancelled,
     RequestCompleted,
@@ -17,6 +18,7 @@ from contracts import (
     RequestStatus,
     SessionRecord,
     Turn,
+    WorkflowStatus,
     parse_event,
     utcnow,
 )
@@ -85,6 +87,22 @@ async def update_status(bus: Bus, request_id: str, **changes: Any) -> RequestSta
         if cur is None:
             return None
         return cur.model_validate({**cur.model_dump(), **changes, "updated_at": utcnow()})
+
+    return await mutate(bus.kv.status, request_id, RequestStatus, change)
+
+
+async def record_step(
+    bus: Bus, request_id: str, status: WorkflowStatus, detail: str
+) -> RequestStatus | None:
+    """A worker's step into a request that is still under way; a late or repeated step (every
+    gateway replica hears it) changes nothing."""
+
+    def change(cur: RequestStatus | None) -> RequestStatus | None:
+        if cur is None or cur.status in FINAL_STATUSES:
+            return None
+        if (cur.status, cur.detail) == (status, detail):
+            return None
+        return cur.model_copy(update={"status": status, "detail": detail, "updated_at": utcnow()})
 
     return await mutate(bus.kv.status, request_id, RequestStatus, change)
 

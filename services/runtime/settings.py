@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.runtime.egress import Egress
+
 Role = Literal["frontline", "orchestrator", "worker", "evaluator", "embeddings"]
 ROLES: tuple[Role, ...] = ("frontline", "orchestrator", "worker", "evaluator", "embeddings")
 # How a structured output is asked for, strongest first (see services/runtime/llm/modes.py).
@@ -151,12 +153,40 @@ class Settings(BaseSettings):
         default=10, ge=0, description="Requests in flight per principal; 0 = no limit."
     )
     max_message_chars: int = Field(default=20_000, ge=1, description="Longest user message.")
+    max_connections: int = Field(
+        default=10_000, ge=1, description="Open HTTP/WebSocket connections one server holds."
+    )
+    max_connections_per_client: int = Field(
+        default=256, ge=0, description="Connections one client address may hold (0 = no cap)."
+    )
+    connection_limit_exempt: str = Field(
+        default="127.0.0.1,::1",
+        description="Addresses the per-client cap does not apply to (this machine, a proxy).",
+    )
+    http_head_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a client has to send a request's head."
+    )
+    ws_first_frame_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds a new WebSocket has to send its first frame."
+    )
+    ws_idle_timeout: float = Field(
+        default=3600.0, gt=0, description="Seconds a WebSocket may stay without a client frame."
+    )
+    egress_allow: str = Field(
+        default="",
+        description="host:port entries exempt from the egress check (operator-trusted).",
+    )
     ops_host: str = "127.0.0.1"
     ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = none.")
 
     @property
     def worker_kinds(self) -> list[str]:
         return [k.strip().upper() for k in self.workers.split(",") if k.strip()]
+
+    @property
+    def egress(self) -> Egress:
+        """The egress check for URLs chosen by models, pages and search results."""
+        return Egress.from_setting(self.egress_allow)
 
     def llm(self, role: Role) -> LLMConfig:
         """Resolve one role's endpoint: role override, then SIDEKICK_LLM_*, then OPENAI_*."""

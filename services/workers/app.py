@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from contracts import WorkerResult, WorkerTask, WorkflowStatus
+from contracts import Progress, WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.bus import Bus, msg_id
 from services.runtime.cancels import Cancellations
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.outcomes import update_status
 from services.runtime.settings import Settings
 from services.workers.base import Worker, WorkerDeps, result_for
 from services.workers.email import EmailWorker
@@ -47,14 +46,28 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
         settings.llm("worker"), timeout=settings.llm_timeout, max_retries=settings.llm_max_retries
     )
 
-    async def stage(request_id: str, status: WorkflowStatus, detail: str) -> None:
-        await update_status(bus, request_id, status=status, detail=detail)
+    async def stage(task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
+        # Workers may not touch the request records (they hold other requests' answers): the
+        # step goes out as progress, and the gateway brings the record up to date.
+        step = Progress(
+            request_id=task.request_id,
+            session_id=task.session_id,
+            stage="worker_step",
+            detail=detail,
+            workflow_status=status,
+        )
+        await bus.emit(step, bus.subjects.progress(task.request_id))
 
     deps = WorkerDeps(bus=bus, settings=settings, llm=llm, stage=stage)
     cancels = Cancellations(bus)
+    on_ready: list[Callable[[], Awaitable[None]]] = []
     for kind in chosen:
-        _register(bus, REGISTRY[kind](deps), cancels)
-    return ServiceHost("workers", settings, bus)
+        worker = REGISTRY[kind](deps)
+        _register(bus, worker, cancels)
+        startup = getattr(worker, "startup", None)
+        if startup is not None:
+            on_ready.append(startup)
+    return ServiceHost("workers", settings, bus, on_ready=on_ready)
 
 
 def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:

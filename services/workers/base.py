@@ -11,10 +11,10 @@ from services.runtime.bus import Bus
 from services.runtime.llm import LLMClient
 from services.runtime.settings import Settings
 
-StageReporter = Callable[[str, WorkflowStatus, str], Awaitable[None]]
+StageReporter = Callable[[WorkerTask, WorkflowStatus, str], Awaitable[None]]
 
 
-async def _no_stage(request_id: str, status: WorkflowStatus, detail: str) -> None:
+async def _no_stage(task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
     return None
 
 
@@ -26,7 +26,7 @@ class WorkerDeps:
     settings: Settings
     llm: LLMClient
     # Shows a worker's internal step (researching, synthesizing, validating) in the request's
-    # status; the composition root wires it to the status bucket.
+    # status; the composition root sends it out as progress (the gateway keeps the record).
     stage: StageReporter = _no_stage
 
 

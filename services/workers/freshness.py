@@ -1,6 +1,9 @@
 """The freshness validator: deterministic, no model. An answer that must be current needs at
-least 2 live sources on 2 distinct domains; a source is live when it answers HTTP HEAD (or GET,
-where HEAD is refused) with a non-error status within the timeout."""
+least 2 live sources on 2 distinct registrable domains (eTLD+1: `news.example.com` and
+`www.example.com` are one); a source is live when it answers HTTP HEAD (or GET, where HEAD is
+refused) with a non-error status within the timeout. The probes go through the egress check
+(services/runtime/egress.py): a source whose address is not public is not probed and not live,
+whatever the search result claims."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from contracts import Source
+from services.runtime.egress import EgressRefused, registrable_domain
 
 NOTE = (
     "Note: I could not reliably retrieve enough live sources to guarantee this is fully up to date."
@@ -36,8 +40,7 @@ class Freshness:
 
 
 def domain(url: str) -> str:
-    host = (urlsplit(url).hostname or "").lower()
-    return host.removeprefix("www.")
+    return registrable_domain(url)
 
 
 async def is_live(http: httpx.AsyncClient, url: str, within: float) -> bool:
@@ -50,7 +53,7 @@ async def is_live(http: httpx.AsyncClient, url: str, within: float) -> bool:
                 async with http.stream("GET", url, follow_redirects=True, timeout=within) as got:
                     return got.status_code < 400
             return resp.status_code < 400
-    except (httpx.HTTPError, TimeoutError, ValueError):
+    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError, ValueError, OSError, EgressRefused):
         return False
 
 

@@ -103,8 +103,10 @@ class ResearchWorker:
         self.settings = settings or WorkerSettings()
         self.http = httpx.AsyncClient(timeout=self.settings.brave_timeout)
         self.brave: BraveClient = brave_from(self.settings, self.http)
-        # The freshness probe talks to arbitrary sites: its own client, no auth headers.
-        self.probe = httpx.AsyncClient(
+        # The freshness probe talks to sites a search result named: its own client, no auth
+        # headers, every connection through the egress check.
+        self.probe = deps.settings.egress.http_client(
+            source="freshness",
             timeout=self.settings.freshness_timeout,
             headers={"User-Agent": "Sidekick-freshness-check/1.0"},
         )
@@ -176,7 +178,7 @@ class ResearchWorker:
 
     async def stage(self, task: WorkerTask, status: WorkflowStatus, detail: str) -> None:
         """Show the pipeline's step in the request's status (the workflows API reads it)."""
-        await self.report(task.request_id, status, detail)
+        await self.report(task, status, detail)
 
     async def research(self, queries: list[str], fresh: bool) -> list[Source]:
         """Run every query (news where the query is news-like and freshness matters), merge in

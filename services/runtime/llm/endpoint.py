@@ -26,13 +26,8 @@ _tracer = trace.get_tracer("sidekick.llm")
 
 def usage_of(raw: Any, model: str) -> Usage:
     if raw is None:
-        return Usage(calls=1, models=[model])
-    return Usage(
-        input_tokens=raw.prompt_tokens or 0,
-        output_tokens=raw.completion_tokens or 0,
-        calls=1,
-        models=[model],
-    )
+        return Usage.of_call(model)
+    return Usage.of_call(model, raw.prompt_tokens or 0, raw.completion_tokens or 0)
 
 
 class Endpoint:
@@ -156,7 +151,7 @@ class Endpoint:
                 raise self._fail(exc, span, started) from exc
             result.model = result.model or self.model
             if result.usage.calls == 0:
-                result.usage = Usage(calls=1, models=[result.model])
+                result.usage = Usage.of_call(result.model)
             span.set_attribute("gen_ai.response.model", result.model)
             self._record(result.usage, started, span)
 

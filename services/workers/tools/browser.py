@@ -2,9 +2,13 @@
 project never downloads a browser of its own).
 
 One Chromium per worker process, started on first use and restarted if it dies; each task gets
-a fresh context (no cookies or storage shared between requests or users), closed when the task
-ends. Only http(s) pages can be opened: `file:` and the browser's own schemes would read the
-worker's disk.
+a fresh context (its own in-memory profile: no cookies, storage or cache shared between requests
+or users), deleted when the task ends. Every request the context makes (navigations, redirects,
+subresources, the page's own fetch/XHR/WebSocket, loopback included) goes through the task's
+own filtering proxy (proxy.py), so nothing a page or the model chooses reaches a loopback,
+private or metadata address. Only http(s) pages can be opened: `file:` and the browser's own
+schemes would read the worker's disk. Service workers are blocked; WebRTC may not use UDP
+outside the proxy.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from pydantic import Field
 
 from contracts import Source
+from services.runtime.egress import Egress, EgressRefused
 from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
+from services.workers.tools.proxy import PROXY_HEADER, FilteringProxy
 from services.workers.tools.toolbox import Args, Call, RunContext, Tool
 
 log = logging.getLogger("sidekick.workers.tools.browser")
@@ -37,7 +43,15 @@ LAUNCH_ARGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # WebRTC could otherwise send UDP around the proxy.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
+# Contexts bring their own proxy; Chromium needs one set at launch for that to work, and this
+# one is never used. `<-loopback>`: loopback goes through the proxy too (Chromium's default
+# would bypass it).
+LAUNCH_PROXY = {"server": "http://per-context"}
+NO_BYPASS = "<-loopback>"
 MAX_LINKS = 200
 
 _LINKS_JS = """els => els.map(e => ({text: (e.innerText || e.title || '').trim(), href: e.href}))"""
@@ -72,9 +86,15 @@ class Browser:
     """The process's Chromium. `close()` at shutdown."""
 
     def __init__(
-        self, executable: str, *, timeout: float, screenshot_dir: Path | None = None
+        self,
+        executable: str,
+        *,
+        timeout: float,
+        egress: Egress,
+        screenshot_dir: Path | None = None,
     ) -> None:
         self.executable = executable
+        self.egress = egress
         self.timeout_ms = timeout * 1000
         self.screenshot_dir = screenshot_dir
         self._pw: Playwright | None = None
@@ -99,6 +119,7 @@ class Browser:
                     executable_path=self.executable,
                     headless=True,
                     args=list(LAUNCH_ARGS),
+                    proxy=LAUNCH_PROXY,  # type: ignore[arg-type]
                     timeout=60_000,
                 )
             except PlaywrightError as exc:
@@ -183,6 +204,7 @@ class BrowserSession:
         self.owner = owner
         self.run = run
         self._context: BrowserContext | None = None
+        self._proxy: FilteringProxy | None = None
         self._page: Page | None = None
         self._shots = 0
 
@@ -190,12 +212,29 @@ class BrowserSession:
         if self._page is None or self._page.is_closed():
             browser = await self.owner.browser()
             if self._context is None:
+                self._proxy = FilteringProxy(self.owner.egress, self.run.request_id)
+                server = await self._proxy.start()
                 self._context = await browser.new_context(
-                    accept_downloads=False, service_workers="block"
+                    accept_downloads=False,
+                    service_workers="block",
+                    proxy={"server": server, "bypass": NO_BYPASS},
                 )
                 self._context.set_default_timeout(self.owner.timeout_ms)
             self._page = await self._context.new_page()
         return self._page
+
+    def _refused_since(self, seen: int) -> str:
+        """What the proxy refused during the last action, for the model to read."""
+        if self._proxy is None or len(self._proxy.refusals) <= seen:
+            return ""
+        new = list(dict.fromkeys(self._proxy.refusals[seen:]))
+        shown = "\n".join(f"- refused: {r}" for r in new[:5])
+        more = f"\n- ... and {len(new) - 5} more" if len(new) > 5 else ""
+        return f"\nRequests the egress check refused (not public addresses):\n{shown}{more}"
+
+    @property
+    def _refusal_count(self) -> int:
+        return len(self._proxy.refusals) if self._proxy is not None else 0
 
     def _current(self) -> Page:
         if self._page is None or self._page.is_closed() or self._page.url == "about:blank":
@@ -223,17 +262,27 @@ class BrowserSession:
             log.warning("could not save a screenshot to %s", path, exc_info=True)
 
     async def navigate(self, url: str) -> str:
-        scheme = urlsplit(url.strip()).scheme.lower()
-        if scheme not in ("http", "https"):
-            raise ToolError(f"only http:// and https:// pages can be opened, not {url!r}.")
+        try:
+            await self.owner.egress.check_url(url, source="browser")
+        except EgressRefused as exc:
+            raise ToolError(f"refused: {exc.reason}.") from exc
+        except OSError as exc:
+            raise ToolError(f"could not open {url}: {exc}") from exc
         page = await self._open_page()
+        seen = self._refusal_count
         try:
             response = await page.goto(url.strip(), wait_until="domcontentloaded")
         except PlaywrightError as exc:
-            raise ToolError(f"could not open {url}: {_first_line(exc)}") from exc
+            refused = self._refused_since(seen)
+            raise ToolError(f"could not open {url}: {_first_line(exc)}{refused}") from exc
+        if response is not None and response.headers.get(PROXY_HEADER.lower()):
+            # The proxy answered, not the site: the page (or a redirect) was refused or is down.
+            said = (await response.text()).strip()
+            raise ToolError(f"could not open {url}: {said}{self._refused_since(seen)}")
         with contextlib.suppress(PlaywrightTimeout):
             await page.wait_for_load_state("load", timeout=min(self.owner.timeout_ms, 5000))
-        return await self._describe(page, response.status if response else None)
+        described = await self._describe(page, response.status if response else None)
+        return described + self._refused_since(seen)
 
     async def text(self, max_chars: int) -> str:
         page = self._current()
@@ -252,6 +301,7 @@ class BrowserSession:
         if not (selector or text):
             raise ToolError("give a selector or the text of what to click.")
         target = page.locator(selector) if selector else page.get_by_text(text or "")
+        seen = self._refusal_count
         try:
             # Something to click is there at once or soon; do not wait the page timeout.
             await target.first.click(timeout=min(self.owner.timeout_ms, 5000))
@@ -261,7 +311,7 @@ class BrowserSession:
             raise ToolError(f"the click failed: {_first_line(exc)}") from exc
         with contextlib.suppress(PlaywrightTimeout):
             await page.wait_for_load_state("load", timeout=min(self.owner.timeout_ms, 5000))
-        return await self._describe(page)
+        return await self._describe(page) + self._refused_since(seen)
 
     async def links(self, limit: int) -> str:
         page = self._current()
@@ -287,6 +337,9 @@ class BrowserSession:
 
     async def close(self) -> None:
         context, self._context, self._page = self._context, None, None
+        proxy, self._proxy = self._proxy, None
         if context is not None:
             with contextlib.suppress(PlaywrightError):
-                await context.close()
+                await context.close()  # the profile (cookies, storage, cache) goes with it
+        if proxy is not None:
+            await proxy.close()

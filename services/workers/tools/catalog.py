@@ -1,7 +1,7 @@
 """Every tool, bound to the clients it uses. The clients are made once per worker process.
 
-Only web_search, wikipedia_* and browser_* read outside data; python_run has no network;
-files_* stay in the session's folder; notify only sends.
+Only web_search, wikipedia_* and browser_* read outside data; python_run runs in bubblewrap with
+no network, in the session's folder, which files_* share; notify only sends.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import httpx
 from nats.js.kv import KeyValue
 from pydantic import Field
 
+from services.runtime.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.files import Files
 from services.workers.tools.notify import Notifier
@@ -31,6 +32,27 @@ class PythonArgs(Args):
     code: str = Field(min_length=1, description="A complete Python 3 program; print results.")
 
 
+def files_root(settings: ToolsSettings, data_dir: Path) -> Path:
+    return settings.files_root or data_dir / "files"
+
+
+def python_sandbox(settings: ToolsSettings, data_dir: Path) -> PythonSandbox:
+    """python_run's sandbox as configured (the tools worker's, and what `sidekick doctor` asks)."""
+    limits = Limits(
+        cpu_seconds=settings.python_cpu_seconds,
+        memory_bytes=settings.python_memory_mb * 1024 * 1024,
+        wall_seconds=settings.python_wall_seconds,
+        output_chars=settings.python_output_chars,
+        processes=settings.python_processes,
+    )
+    return PythonSandbox(
+        limits,
+        files_root(settings, data_dir),
+        python=settings.python_executable,
+        bwrap=settings.bwrap,
+    )
+
+
 @dataclass
 class Clients:
     http: httpx.AsyncClient
@@ -43,31 +65,28 @@ class Clients:
 
     @classmethod
     def create(
-        cls, settings: ToolsSettings, *, data_dir: Path, ledger: Callable[[], KeyValue]
+        cls,
+        settings: ToolsSettings,
+        *,
+        data_dir: Path,
+        ledger: Callable[[], KeyValue],
+        egress: Egress,
     ) -> Clients:
         http = httpx.AsyncClient(
             timeout=settings.http_timeout,
             headers={"User-Agent": USER_AGENT},
             follow_redirects=True,
         )
-        limits = Limits(
-            cpu_seconds=settings.python_cpu_seconds,
-            memory_bytes=settings.python_memory_mb * 1024 * 1024,
-            wall_seconds=settings.python_wall_seconds,
-            output_chars=settings.python_output_chars,
-        )
-        files_root = settings.files_root or data_dir / "files"
         return cls(
             http=http,
             browser=Browser(
                 settings.chromium_path,
                 timeout=settings.browser_timeout,
+                egress=egress,
                 screenshot_dir=settings.browser_screenshot_dir,
             ),
-            python=PythonSandbox(
-                limits, python=settings.python_executable, hidden=(files_root, data_dir)
-            ),
-            files=Files(files_root, max_bytes=settings.files_max_bytes),
+            python=python_sandbox(settings, data_dir),
+            files=Files(files_root(settings, data_dir), max_bytes=settings.files_max_bytes),
             wikipedia=Wikipedia(http, settings.wikipedia_base_url),
             web=WebSearch(http, api_key=settings.brave_api_key, base_url=settings.brave_base_url),
             notifier=Notifier(
@@ -80,14 +99,15 @@ class Clients:
         )
 
     async def python_run(self, args: PythonArgs, call: Call) -> str:
-        result = await self.python.run(args.code)
+        result = await self.python.run(args.code, call.run.session_id)
         return result.render()
 
     def tools(self) -> list[Tool[Any]]:
         python = Tool(
             "python_run",
-            "Run a Python 3 program in a sandbox (no network, limited CPU time and memory, an "
-            "empty temporary folder); returns its stdout, stderr and exit status.",
+            "Run a Python 3 program (standard library only) in a sandbox: no network, limited "
+            "CPU time, memory and processes; its working folder is the user's files folder "
+            "(the files_* tools see the same files). Returns its stdout, stderr and exit status.",
             PythonArgs,
             self.python_run,
         )

@@ -1,108 +1,83 @@
 """files_read / files_write / files_list: a folder per session, and nothing outside it.
 
-The folder is `<SIDEKICK_FILES_ROOT or <data_dir>/files>/<hash of the session id>`. A path the
-model gives must be relative; `..`, absolute paths, `~` and symlinks that resolve outside the
-folder are refused with an error that says why.
+The folder is `<SIDEKICK_FILES_ROOT or <data_dir>/files>/<hash of the session id>`, the same
+one python_run works in. A path the model gives must be relative; `..`, absolute paths, `~` and
+symlinks that lead outside the folder are refused with an error that says why, and no symlink is
+followed at open time (services/workers/tools/sessiondir.py).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from services.runtime.kvstore import key_for
 from services.workers.tools.errors import PathRefused, ToolError
+from services.workers.tools.sessiondir import SessionFolder
 from services.workers.tools.toolbox import Args, Call, Tool
 
 MAX_LISTED = 200
 
 
 class FileSandbox:
-    """The sandbox folder of one session."""
+    """The files tools' view of one session's folder (see sessiondir for how paths open)."""
 
     def __init__(self, base: Path, session_id: str, *, max_bytes: int) -> None:
-        self.root = (base / key_for(session_id)).resolve()
+        self.folder = SessionFolder(base, session_id)
         self.max_bytes = max_bytes
 
-    def resolve(self, path: str) -> Path:
-        """The real path for `path`, or PathRefused when it would leave the folder."""
-        text = path.strip() or "."
-        if "\x00" in text:
-            raise PathRefused(path, "it contains a NUL character.")
-        pure = PurePosixPath(text)
-        if pure.is_absolute() or text.startswith("~"):
-            raise PathRefused(
-                path,
-                "absolute paths are not allowed; give a path relative to "
-                "your files folder, e.g. 'notes/todo.txt'.",
-            )
-        if ".." in pure.parts:
-            raise PathRefused(path, "'..' is not allowed; paths stay inside your files folder.")
-        self.root.mkdir(parents=True, exist_ok=True)
-        real = (self.root / pure).resolve()
-        if not real.is_relative_to(self.root):
-            raise PathRefused(
-                path, "it is a symlink (or goes through one) that leads outside your files folder."
-            )
-        return real
-
-    def rel(self, real: Path) -> str:
-        return real.relative_to(self.root).as_posix() or "."
+    @property
+    def root(self) -> Path:
+        return self.folder.root
 
     def read(self, path: str, max_chars: int) -> str:
-        real = self.resolve(path)
-        if not real.exists():
-            raise ToolError(f"{path!r} does not exist; files_list shows what there is.")
-        if real.is_dir():
-            raise ToolError(f"{path!r} is a folder; use files_list.")
-        data = real.read_bytes()
+        fd, _ = self.folder.open(path, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(max_chars * 4 + 4)
         text = data.decode("utf-8", errors="replace")
         if len(text) > max_chars:
-            return text[:max_chars] + f"\n[... {len(text) - max_chars} more characters]"
+            return text[:max_chars] + "\n[... more characters not shown]"
         return text
 
     def write(self, path: str, content: str, *, append: bool) -> str:
-        real = self.resolve(path)
-        if real == self.root:
-            raise ToolError("give a file name to write to.")
         data = content.encode("utf-8")
-        existing = real.stat().st_size if append and real.exists() else 0
-        if existing + len(data) > self.max_bytes:
+        if len(data) > self.max_bytes:
             raise ToolError(f"files may be at most {self.max_bytes} bytes.")
-        if real.is_dir():
-            raise ToolError(f"{path!r} is a folder.")
-        real.parent.mkdir(parents=True, exist_ok=True)
-        # O_NOFOLLOW: a symlink planted after the check above is refused, not followed.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
-        try:
-            fd = os.open(real, flags, 0o644)
-        except OSError as exc:
-            raise ToolError(f"could not write {path!r}: {exc.strerror}.") from exc
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
+        fd, parts = self.folder.open(path, flags, create_dirs=True)
         with os.fdopen(fd, "wb") as f:
+            existing = os.fstat(fd).st_size if append else 0
+            if existing + len(data) > self.max_bytes:
+                raise ToolError(f"files may be at most {self.max_bytes} bytes.")
+            if not append:
+                f.truncate(0)
             f.write(data)
+            self.folder.own(fd)
         verb = "appended" if append else "wrote"
-        return f"{verb} {len(data)} bytes to {self.rel(real)}"
+        return f"{verb} {len(data)} bytes to {'/'.join(parts)}"
 
     def listing(self, path: str) -> str:
-        real = self.resolve(path)
-        if not real.exists():
-            raise ToolError(f"{path!r} does not exist.")
-        if not real.is_dir():
-            return f"{self.rel(real)} (file, {real.stat().st_size} bytes)"
-        entries = sorted(real.iterdir(), key=lambda p: p.name)
-        if not entries:
-            return f"{self.rel(real)}/ is empty."
-        lines = [f"{self.rel(real)}/:"]
-        for entry in entries[:MAX_LISTED]:
-            if entry.is_symlink():
-                lines.append(f"  {entry.name} (symlink)")
-            elif entry.is_dir():
-                lines.append(f"  {entry.name}/")
-            else:
-                lines.append(f"  {entry.name} ({entry.stat().st_size} bytes)")
+        parts = self.folder.parts(path)
+        shown = "/".join(parts) or "."
+        try:
+            with self.folder.directory(parts, path) as fd:
+                entries = sorted(os.scandir(fd), key=lambda e: e.name)
+                lines = [f"{shown}/:"] if entries else [f"{shown}/ is empty."]
+                for entry in entries[:MAX_LISTED]:
+                    if entry.is_symlink():
+                        lines.append(f"  {entry.name} (symlink)")
+                    elif entry.is_dir(follow_symlinks=False):
+                        lines.append(f"  {entry.name}/")
+                    else:
+                        size = entry.stat(follow_symlinks=False).st_size
+                        lines.append(f"  {entry.name} ({size} bytes)")
+        except PathRefused:
+            fd, _ = self.folder.open(path, os.O_RDONLY)  # a file: say what it is
+            size = os.fstat(fd).st_size
+            os.close(fd)
+            return f"{shown} (file, {size} bytes)"
         if len(entries) > MAX_LISTED:
             lines.append(f"  ... and {len(entries) - MAX_LISTED} more")
         return "\n".join(lines)

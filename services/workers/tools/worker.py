@@ -52,13 +52,24 @@ class ToolsWorker:
         self.settings = settings or ToolsSettings()
         bus = deps.bus
         self.clients = Clients.create(
-            self.settings, data_dir=deps.settings.data_dir, ledger=lambda: bus.kv.ledger
+            self.settings,
+            data_dir=deps.settings.data_dir,
+            ledger=lambda: bus.kv.ledger,
+            egress=deps.settings.egress,
         )
         self.toolbox = ToolBox(
             self.clients.tools(),
             result_chars=self.settings.tools_result_chars,
             call_timeout=CALL_TIMEOUT,
         )
+
+    async def startup(self) -> None:
+        """Say once, at start, whether python_run can run here (and if not, why)."""
+        status = await self.clients.python.status()
+        if status.available:
+            log.info("python_run sandbox: %s", status.detail)
+        else:
+            log.warning("python_run is disabled: %s", status.detail)
 
     async def aclose(self) -> None:
         """Stop the browser and close the HTTP client (at process shutdown)."""

@@ -54,6 +54,11 @@ class FakeServer:
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
+    @property
+    def host_port(self) -> str:
+        """`127.0.0.1:PORT`: an entry for SIDEKICK_EGRESS_ALLOW (tools may reach this fake)."""
+        return self.url.removeprefix("http://")
+
     def start(self) -> Self:
         fake = self
 

@@ -1,0 +1,254 @@
+"""The bus's topology in one place: its streams, KV buckets and durable consumers, and what each
+role uses of them. Two things are made from this table:
+
+- `bootstrap()` (run with admin rights by `sidekick up`, `sidekick bootstrap` or the Kubernetes
+  Job) creates every stream, bucket and consumer, idempotently;
+- the NATS permissions of each service's user (natsauth.py), which name exactly the JetStream API
+  subjects of its own consumers and buckets, so no service can create, update, delete or purge
+  anything, nor read what its role does not need.
+
+A service only binds to what exists (`bind()`), waiting, with one log line, while the bootstrap
+step has not run yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.kv import KeyValue
+
+from contracts import Subjects
+from services.runtime.settings import Settings
+
+log = logging.getLogger("sidekick.topology")
+
+DAY = 24 * 3600
+SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
+WORKER_KINDS = ("general", "search", "research", "email", "tools")
+# KV buckets and how long an entry lives (seconds).
+BUCKETS: dict[str, float] = {
+    "requests": 7 * DAY,
+    "sessions": 30 * DAY,
+    "results": 7 * DAY,
+    "ledger": 30 * DAY,
+    "status": 30 * DAY,
+    "cache": 30 * DAY,
+    "index": 30 * DAY,
+    "parked": 0,
+}
+
+
+@dataclass(frozen=True)
+class Role:
+    """What one service uses of the bus. `publish` and `subscribe` are core subjects (relative
+    names are put under the namespace by `Subjects`); buckets and consumers are by name."""
+
+    consumers: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()  # buckets it reads (get)
+    writes: tuple[str, ...] = ()  # buckets it writes (put, create, update, delete a key)
+    watches: tuple[str, ...] = ()  # buckets it follows with a watcher (an ephemeral consumer)
+    publish: tuple[str, ...] = ()
+    subscribe: tuple[str, ...] = ()
+    reads_streams: tuple[str, ...] = field(default=())  # streams it reads messages of by sequence
+
+
+def consumers(s: Subjects) -> dict[str, str]:
+    """Every durable consumer of the WORK stream (its name without the namespace) and the
+    subject it takes."""
+    table = {
+        "frontline": s.chat_requested,
+        "orchestrator_routed": s.request_routed,
+        "orchestrator_results": s.worker_completed,
+        "orchestrator_verdicts": s.evaluation_completed,
+        "orchestrator_answers": s.request_answered,
+        "orchestrator_cancels": s.request_cancel,
+        "evaluator": s.evaluator_run,
+    }
+    for kind in WORKER_KINDS:
+        table[f"worker_{kind}"] = s.worker_run(kind)
+    return table
+
+
+def roles(s: Subjects) -> dict[str, Role]:
+    outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
+    return {
+        "gateway": Role(
+            reads=("sessions", "status", "results", "index"),
+            writes=("sessions", "status", "index"),
+            watches=("index",),
+            publish=(s.chat_requested, s.request_answered, s.request_cancel),
+            subscribe=(s.out_all,),
+            reads_streams=(s.outbox_stream,),
+        ),
+        "frontline": Role(
+            consumers=("frontline",),
+            reads=("sessions", "status", "results", "ledger"),
+            writes=("sessions", "status", "results", "ledger"),
+            publish=(s.request_routed, s.stream("*"), s.progress("*"), *outcomes),
+            subscribe=(s.request_cancel,),
+        ),
+        "orchestrator": Role(
+            consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
+            reads=("requests", "sessions", "status", "results", "ledger", "cache", "parked"),
+            writes=("requests", "sessions", "status", "results", "ledger", "cache", "parked"),
+            watches=("cache", "parked"),
+            publish=(
+                s.worker_run_all,
+                s.evaluator_run,
+                s.progress("*"),
+                s.request_clarification("*"),
+                *outcomes,
+            ),
+            # The server's advisory when a message ran out of deliveries, and that message.
+            subscribe=(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{s.work_stream}.*",),
+            reads_streams=(s.work_stream,),
+        ),
+        "evaluator": Role(
+            consumers=("evaluator",),
+            publish=(s.evaluation_completed,),
+        ),
+        "workers": Role(
+            consumers=tuple(f"worker_{kind}" for kind in WORKER_KINDS),
+            reads=("ledger",),
+            writes=("ledger",),
+            publish=(s.worker_completed, s.progress("*"), s.outbox_all),
+            subscribe=(s.request_cancel,),
+        ),
+    }
+
+
+def durable_name(s: Subjects, consumer: str) -> str:
+    return f"{s.namespace}_{consumer}"
+
+
+def stream_configs(s: Subjects) -> list[StreamConfig]:
+    return [
+        StreamConfig(
+            name=s.work_stream,
+            subjects=s.work_subjects,
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=DAY,
+            duplicate_window=10 * 60,
+        ),
+        StreamConfig(
+            name=s.results_stream,
+            subjects=s.result_subjects,
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=7 * DAY,
+            duplicate_window=10 * 60,
+        ),
+        StreamConfig(
+            name=s.deadletter_stream,
+            subjects=[s.deadletter("*")],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=30 * DAY,
+        ),
+        StreamConfig(
+            name=s.outbox_stream,
+            subjects=[s.outbox_all],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=30 * DAY,
+            duplicate_window=10 * 60,
+        ),
+    ]
+
+
+def consumer_config(s: Subjects, consumer: str, settings: Settings) -> ConsumerConfig:
+    name = durable_name(s, consumer)
+    return ConsumerConfig(
+        name=name,
+        durable_name=name,
+        filter_subject=consumers(s)[consumer],
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=settings.ack_wait,
+        max_deliver=settings.max_deliver,
+        max_ack_pending=settings.max_concurrency * 4,
+        deliver_policy=DeliverPolicy.ALL,
+    )
+
+
+async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
+    """Create (or bring up to date) every stream, bucket and durable consumer. Needs rights no
+    service has: run it as the admin user."""
+    s = Subjects(settings.namespace)
+    replicas = settings.stream_replicas
+    for config in stream_configs(s):
+        config.num_replicas = replicas
+        try:
+            await js.add_stream(config)
+        except nats.js.errors.BadRequestError:
+            await js.update_stream(config)
+    for name, ttl in BUCKETS.items():
+        try:
+            await js.key_value(s.bucket(name))
+        except nats.js.errors.BucketNotFoundError:
+            await js.create_key_value(
+                KeyValueConfig(
+                    bucket=s.bucket(name),
+                    history=1,
+                    ttl=ttl,
+                    storage=StorageType.FILE,
+                    replicas=replicas,
+                )
+            )
+    for consumer in consumers(s):
+        await js.add_consumer(s.work_stream, consumer_config(s, consumer, settings))
+    log.info("bus topology of namespace %s is in place", settings.namespace)
+
+
+class TopologyMissing(RuntimeError):
+    """The bootstrap step has not run (or not for this namespace)."""
+
+
+async def bind(
+    js: JetStreamContext, settings: Settings, service: str, *, wait: float | None = None
+) -> dict[str, KeyValue]:
+    """The role's buckets, once the bootstrap step has made them and its consumers. Waits (one
+    log line) up to `wait` seconds, forever when None."""
+    s = Subjects(settings.namespace)
+    role = roles(s)[service]
+    names = sorted({*role.reads, *role.writes, *role.watches})
+    loop = asyncio.get_running_loop()
+    deadline = None if wait is None else loop.time() + wait
+    said = False
+    while True:
+        try:
+            buckets = {name: await js.key_value(s.bucket(name)) for name in names}
+            for consumer in role.consumers:
+                await js.consumer_info(s.work_stream, durable_name(s, consumer))
+            if said:
+                log.info("the bus topology is in place; going on")
+            return buckets
+        except (nats.js.errors.NotFoundError, nats.errors.TimeoutError) as exc:
+            missing = exc
+        if deadline is not None and loop.time() > deadline:
+            raise TopologyMissing(
+                f"the streams, buckets or consumers of namespace {settings.namespace} do not "
+                f"exist ({missing!r}): run `sidekick bootstrap` with the admin user"
+            )
+        if not said:
+            log.warning(
+                "waiting for the bus topology of namespace %s (streams, buckets, consumers): "
+                "it is made by `sidekick bootstrap` (sidekick up runs it)",
+                settings.namespace,
+            )
+            said = True
+        await asyncio.sleep(1.0)
