@@ -5,7 +5,7 @@ compared by a test, so a wire change is always a visible diff (`python -m contra
 rewrites them).
 """
 
-from contracts.base import Event, Model, Source, Turn, Usage, new_id, utcnow
+from contracts.base import Event, Model, ModelUsage, Source, Turn, Usage, new_id, utcnow
 from contracts.decisions import (
     WORKER_DESCRIPTIONS,
     FrontlineDecision,
@@ -53,6 +53,7 @@ __all__ = [
     "Event",
     "FrontlineDecision",
     "Model",
+    "ModelUsage",
     "OrchestratorDecided",
     "OrchestratorDecision",
     "Parameter",
