@@ -35,18 +35,51 @@ class Event(Model):
     ts: AwareDatetime = Field(default_factory=utcnow, description="When the event was created.")
 
 
+class ModelUsage(Model):
+    """Token usage of the calls one model answered."""
+
+    input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
+    output_tokens: int = Field(default=0, ge=0, description="Completion tokens.")
+    calls: int = Field(default=0, ge=0, description="Number of model calls counted.")
+
+    def __add__(self, other: ModelUsage) -> ModelUsage:
+        return ModelUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            calls=self.calls + other.calls,
+        )
+
+
 class Usage(Model):
     """Token usage of one or more model calls."""
 
     input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
     output_tokens: int = Field(default=0, ge=0, description="Completion tokens.")
     calls: int = Field(default=0, ge=0, description="Number of model calls counted.")
+    models: dict[str, ModelUsage] = Field(
+        default_factory=dict,
+        description="The same, per model that answered, in order of first use: which models "
+        "did the work (a role's fallback model appears when it answered) and what each costs. "
+        "Empty from senders that predate it.",
+    )
+
+    @classmethod
+    def of_call(cls, model: str, input_tokens: int = 0, output_tokens: int = 0) -> Usage:
+        """One call `model` answered."""
+        one = ModelUsage(input_tokens=input_tokens, output_tokens=output_tokens, calls=1)
+        return cls(
+            input_tokens=input_tokens, output_tokens=output_tokens, calls=1, models={model: one}
+        )
 
     def __add__(self, other: Usage) -> Usage:
+        models = dict(self.models)
+        for name, used in other.models.items():
+            models[name] = models[name] + used if name in models else used
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             calls=self.calls + other.calls,
+            models=models,
         )
 
 

@@ -57,6 +57,13 @@ CASES = [
     },
 ]
 
+PRICES = {
+    "fake-frontline": (1.0, 2.0),
+    "fake-orchestrator": (3.0, 4.0),
+    "fake-worker": (5.0, 6.0),
+    "fake-evaluator": (7.0, 8.0),
+}
+
 
 def script_the_fake(fake_llm: FakeOpenAI) -> None:
     """Deterministic by content, whatever order concurrent cases run in: a first draft is
@@ -121,8 +128,9 @@ def cases_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def prices_file(tmp_path: Path) -> Path:
+    """A price for each model the fake system's roles use, all different."""
     path = tmp_path / "prices.json"
-    path.write_text(json.dumps({"fake-worker": {"input": 1.0, "output": 2.0}}))
+    path.write_text(json.dumps({m: {"input": i, "output": o} for m, (i, o) in PRICES.items()}))
     return path
 
 
@@ -204,6 +212,7 @@ def test_eval_compares_the_loop_with_single_shot_on_a_running_system(
     assert by["lock", "single"]["passed"] and by["lock", "single"]["error_code"] == "refused"
     assert by["hello", "loop"]["judge"]["passed"] is True
     assert by["hello", "loop"]["route"] == "direct"
+    assert {"fake-worker", "fake-evaluator"} <= set(by["tides", "loop"]["models"])
 
     loop, single = data["summary"]["loop"], data["summary"]["single"]
     assert (loop["passed"], loop["cases"], loop["pass_rate"]) == (4, 4, 1.0)
@@ -217,7 +226,15 @@ def test_eval_compares_the_loop_with_single_shot_on_a_running_system(
         tokens_out = sum(r["output_tokens"] for r in runs)
         s = data["summary"][mode]
         assert (s["input_tokens"], s["output_tokens"]) == (tokens_in, tokens_out)
-        assert s["cost_usd"] == pytest.approx((tokens_in * 1.0 + tokens_out * 2.0) / 1e6)
+        # Each model's tokens at its own price (the end frame's usage.models).
+        cost = 0.0
+        for r in runs:
+            assert sum(u["input_tokens"] for u in r["models"].values()) == r["input_tokens"]
+            for name, u in r["models"].items():
+                cost += (
+                    u["input_tokens"] * PRICES[name][0] + u["output_tokens"] * PRICES[name][1]
+                ) / 1e6
+        assert s["cost_usd"] == pytest.approx(cost)
         assert 0 < s["p50_latency_s"] <= s["p95_latency_s"]
     assert loop["input_tokens"] > single["input_tokens"]  # the loop's price: more model calls
     for words in ("evaluator loop", "single-shot", "pass rate", "100.0%", "50.0%", "+50.0 pts"):

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from services.cli import doctor
 from services.cli.run import SERVICES
 
 
@@ -76,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
     )
+    doctor.add_parser(sub)
     return parser
 
 
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             as_json=args.json,
             token=args.token or os.environ.get("SIDEKICK_TOKEN"),
         )
+    if args.command == "doctor":
+        return doctor.doctor(args)
     if args.command == "bootstrap":
         from services.cli.bootstrap import main as bootstrap
 

@@ -1,7 +1,8 @@
 """Figures per mode, the price table, the printed tables, the JSON file and comparing runs.
 
-Cost is the tokens at the price of the model that answered: the end frame's `usage.model` when it
-says, else the model given with --model. Prices are US dollars per million tokens; a model
+Cost is each model's tokens at its price: the end frame's `usage.models` says which models answered
+and with how many tokens; a system that does not say is priced as its `usage.model`, else the
+model given with --model. Prices are US dollars per million tokens; a model
 missing from the table has no cost (shown as "?"), never a made-up one."""
 
 from __future__ import annotations
@@ -67,10 +68,14 @@ def load_prices(path: Path | None) -> dict[str, tuple[float, float]]:
 
 
 def cost_of(run: CaseRun, model: str, prices: Mapping[str, tuple[float, float]]) -> float | None:
-    price = prices.get(run.model or model)
-    if price is None:
-        return None
-    return (run.input_tokens * price[0] + run.output_tokens * price[1]) / 1_000_000
+    used = run.models or {run.model or model: (run.input_tokens, run.output_tokens)}
+    total = 0.0
+    for name, (tokens_in, tokens_out) in used.items():
+        price = prices.get(name)
+        if price is None:
+            return None
+        total += (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
+    return total
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -132,7 +137,8 @@ def result_dict(
         "latency_s": round(run.latency_s, 3),
         "input_tokens": run.input_tokens,
         "output_tokens": run.output_tokens,
-        "model": run.model or model,
+        "model": ", ".join(run.models) or run.model or model,
+        "models": {m: {"input_tokens": i, "output_tokens": o} for m, (i, o) in run.models.items()},
         "cost_usd": cost_of(run, model, prices),
         "sources": list(out.sources),
         "questions": out.questions,
@@ -192,7 +198,8 @@ def table(data: dict[str, Any]) -> Table:
     """Metric rows, a column per mode, and loop minus single when both ran."""
     modes: list[str] = data["modes"]
     cases = Path(str(data.get("cases_file", ""))).name
-    t = Table(title=f"sidekick eval · {cases} · priced as {data['model']}")
+    priced = f"priced per answering model (else as {data['model']})"
+    t = Table(title=f"sidekick eval · {cases} · {priced}")
     t.add_column("metric")
     for m in modes:
         t.add_column("evaluator loop" if m == "loop" else "single-shot", justify="right")

@@ -49,6 +49,8 @@ class CaseRun:
     input_tokens: int = 0
     output_tokens: int = 0
     model: str | None = None
+    # Tokens (in, out) per model that answered, from the end frame's usage.models.
+    models: dict[str, tuple[int, int]] = field(default_factory=dict)
     checks: list[CheckResult] = field(default_factory=list)
     judge: dict[str, Any] | None = None
 
@@ -91,9 +93,22 @@ async def run_case(target: Target, case: Case, mode: Mode) -> CaseRun:
         input_tokens=int(usage.get("input_tokens") or 0),
         output_tokens=int(usage.get("output_tokens") or 0),
         model=usage.get("model"),
+        models=models_of(usage),
     )
     run.checks = run_checks(case.checks, outcome)
     return run
+
+
+def models_of(usage: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Tokens per answering model, when the system says (it has since usage.models)."""
+    raw = usage.get("models")
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(name): (int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0))
+        for name, u in raw.items()
+        if isinstance(u, dict)
+    }
 
 
 async def converse(target: Target, case: Case, mode: Mode, session: str) -> list[dict[str, Any]]:

@@ -3,9 +3,9 @@
 SidekickError
  +-- ConfigurationError          a setting is missing or wrong; names the variables to set
  |    +-- LLMNotConfigured
- +-- LLMError                    a model call failed after its retries
- |    +-- LLMUnavailable         network error, timeout, 429 or 5xx persisted
- |    +-- LLMInvalidOutput       the reply failed validation twice
+ +-- LLMError                    a model call failed after its retries (and its fallback's)
+ |    +-- LLMUnavailable         network error, timeout, 429 or 5xx persisted; or a 4xx
+ |    +-- LLMInvalidOutput       the reply failed validation twice (names role, model, mode)
  +-- PoisonMessage               a bus message that can never be processed (bad JSON/schema)
 """
 
@@ -38,12 +38,26 @@ class LLMError(SidekickError):
 
 
 class LLMUnavailable(LLMError):
-    pass
+    def __init__(
+        self,
+        role: str,
+        model: str,
+        message: str,
+        *,
+        transient: bool = True,
+        status: int | None = None,
+    ) -> None:
+        # transient: the endpoint failed (5xx, 429, timeout, refused), so a fallback may help;
+        # otherwise it answered "no" (4xx), which another try of the same request would repeat.
+        self.transient = transient
+        self.status = status  # the HTTP status, when the server answered
+        super().__init__(role, model, message)
 
 
 class LLMInvalidOutput(LLMError):
-    def __init__(self, role: str, model: str, message: str, raw: str) -> None:
+    def __init__(self, role: str, model: str, message: str, raw: str, mode: str = "") -> None:
         self.raw = raw
+        self.mode = mode
         super().__init__(role, model, message)
 
 

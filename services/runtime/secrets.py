@@ -18,8 +18,8 @@ LLM_ROLES = {
     "evaluator": ("EVALUATOR",),
     "workers": ("WORKER",),
 }
-# Shared fallbacks of every model role's key.
-SHARED_LLM_KEYS = ("SIDEKICK_LLM_API_KEY", "OPENAI_API_KEY")
+# Shared fallbacks of every model role's key (and of every role's fallback endpoint's key).
+SHARED_LLM_KEYS = ("SIDEKICK_LLM_API_KEY", "OPENAI_API_KEY", "SIDEKICK_LLM_FALLBACK_API_KEY")
 ROLE_SECRETS: dict[str, tuple[str, ...]] = {
     "gateway": ("SIDEKICK_AUTH_TOKENS", "SIDEKICK_AUTH_TOKENS_FILE"),
     "workers": ("BRAVE_SEARCH_API_KEY", "SENDGRID_API_KEY", "PUSHOVER_TOKEN", "PUSHOVER_USER"),
@@ -39,7 +39,10 @@ def allowed(service: str) -> set[str]:
     """The secret variables `service` may have."""
     names = set(ROLE_SECRETS.get(service, ())) | set(SHARED_SECRETS)
     for role in LLM_ROLES.get(service, ()):
-        names |= {f"SIDEKICK_{role}_LLM_API_KEY", f"SIDEKICK_{role}_LLM_FALLBACK_API_KEY"}
+        if role == "EMBEDDINGS":  # one endpoint, no fallback (other vectors would not match)
+            names.add("SIDEKICK_EMBEDDINGS_API_KEY")
+        else:
+            names |= {f"SIDEKICK_{role}_LLM_API_KEY", f"SIDEKICK_{role}_LLM_FALLBACK_API_KEY"}
         names |= set(SHARED_LLM_KEYS)
     return names
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -13,22 +14,40 @@ from services.runtime.egress import Egress
 
 Role = Literal["frontline", "orchestrator", "worker", "evaluator", "embeddings"]
 ROLES: tuple[Role, ...] = ("frontline", "orchestrator", "worker", "evaluator", "embeddings")
+# How a structured output is asked for, strongest first (see services/runtime/llm/modes.py).
+StructuredMode = Literal["json_schema", "tools", "json_object", "prompt"]
+STRUCTURED_MODES: tuple[StructuredMode, ...] = ("json_schema", "tools", "json_object", "prompt")
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
 
 @dataclass(frozen=True)
 class LLMConfig:
-    """Where one role's model calls go. `configured` is False when nothing was set."""
+    """Where one role's model calls go. `configured` is False when nothing was set.
+
+    `structured` forces a structured-output mode (None: learn the strongest the server takes);
+    `fallback` is the endpoint tried when this one fails after its retries."""
 
     role: str
     base_url: str | None
     api_key: str | None
     model: str
+    structured: StructuredMode | None = None
+    fallback: LLMConfig | None = None
 
     @property
     def configured(self) -> bool:
         return bool(self.base_url or self.api_key)
+
+    @property
+    def where(self) -> str:
+        return self.base_url or "the default OpenAI endpoint"
+
+    def variable(self, what: str) -> str:
+        """The environment variable that sets `what` (BASE_URL, API_KEY, MODEL, ...) here."""
+        if self.role == "embeddings":
+            return f"SIDEKICK_EMBEDDINGS_{what}"
+        return f"SIDEKICK_{self.role.upper()}_LLM_{what}"
 
 
 class Settings(BaseSettings):
@@ -64,6 +83,30 @@ class Settings(BaseSettings):
     embeddings_base_url: str | None = None
     embeddings_api_key: str | None = None
     embeddings_model: str | None = None
+
+    # Structured-output mode per role (None: probe), then for every role.
+    llm_structured: StructuredMode | None = None
+    frontline_llm_structured: StructuredMode | None = None
+    orchestrator_llm_structured: StructuredMode | None = None
+    worker_llm_structured: StructuredMode | None = None
+    evaluator_llm_structured: StructuredMode | None = None
+    # A second endpoint per role, used when the first fails after its retries. Its key is never
+    # the primary's (that would hand one provider's key to another) unless it is the same URL.
+    llm_fallback_base_url: str | None = None
+    llm_fallback_api_key: str | None = None
+    llm_fallback_model: str | None = None
+    frontline_llm_fallback_base_url: str | None = None
+    frontline_llm_fallback_api_key: str | None = None
+    frontline_llm_fallback_model: str | None = None
+    orchestrator_llm_fallback_base_url: str | None = None
+    orchestrator_llm_fallback_api_key: str | None = None
+    orchestrator_llm_fallback_model: str | None = None
+    worker_llm_fallback_base_url: str | None = None
+    worker_llm_fallback_api_key: str | None = None
+    worker_llm_fallback_model: str | None = None
+    evaluator_llm_fallback_base_url: str | None = None
+    evaluator_llm_fallback_api_key: str | None = None
+    evaluator_llm_fallback_model: str | None = None
 
     llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per model call.")
     llm_max_retries: int = Field(default=3, ge=0, description="Retries on 429/5xx/timeout.")
@@ -151,13 +194,35 @@ class Settings(BaseSettings):
             base = self.embeddings_base_url
             key = self.embeddings_api_key
             model = self.embeddings_model or "text-embedding-3-small"
+            structured = None
         else:
             base = getattr(self, f"{role}_llm_base_url")
             key = getattr(self, f"{role}_llm_api_key")
             model = getattr(self, f"{role}_llm_model") or self.llm_model or DEFAULT_MODEL
-        return LLMConfig(
+            structured = getattr(self, f"{role}_llm_structured") or self.llm_structured
+        primary = LLMConfig(
             role=role,
             base_url=base or self.llm_base_url or self.openai_base_url,
             api_key=key or self.llm_api_key or self.openai_api_key,
             model=model,
+            structured=structured,
+        )
+        if role == "embeddings":
+            return primary  # another model's vectors would not match the cached ones
+        return dataclasses.replace(primary, fallback=self._fallback(role, primary))
+
+    def _fallback(self, role: Role, primary: LLMConfig) -> LLMConfig | None:
+        base = getattr(self, f"{role}_llm_fallback_base_url") or self.llm_fallback_base_url
+        key = getattr(self, f"{role}_llm_fallback_api_key") or self.llm_fallback_api_key
+        model = getattr(self, f"{role}_llm_fallback_model") or self.llm_fallback_model
+        if not base and not model:
+            return None
+        if not base or base == primary.base_url:
+            base, key = primary.base_url, key or primary.api_key
+        return LLMConfig(
+            role=role,
+            base_url=base,
+            api_key=key,
+            model=model or primary.model,
+            structured=primary.structured,
         )

@@ -32,6 +32,27 @@ class PythonArgs(Args):
     code: str = Field(min_length=1, description="A complete Python 3 program; print results.")
 
 
+def files_root(settings: ToolsSettings, data_dir: Path) -> Path:
+    return settings.files_root or data_dir / "files"
+
+
+def python_sandbox(settings: ToolsSettings, data_dir: Path) -> PythonSandbox:
+    """python_run's sandbox as configured (the tools worker's, and what `sidekick doctor` asks)."""
+    limits = Limits(
+        cpu_seconds=settings.python_cpu_seconds,
+        memory_bytes=settings.python_memory_mb * 1024 * 1024,
+        wall_seconds=settings.python_wall_seconds,
+        output_chars=settings.python_output_chars,
+        processes=settings.python_processes,
+    )
+    return PythonSandbox(
+        limits,
+        files_root(settings, data_dir),
+        python=settings.python_executable,
+        bwrap=settings.bwrap,
+    )
+
+
 @dataclass
 class Clients:
     http: httpx.AsyncClient
@@ -56,14 +77,6 @@ class Clients:
             headers={"User-Agent": USER_AGENT},
             follow_redirects=True,
         )
-        limits = Limits(
-            cpu_seconds=settings.python_cpu_seconds,
-            memory_bytes=settings.python_memory_mb * 1024 * 1024,
-            wall_seconds=settings.python_wall_seconds,
-            output_chars=settings.python_output_chars,
-            processes=settings.python_processes,
-        )
-        files_root = settings.files_root or data_dir / "files"
         return cls(
             http=http,
             browser=Browser(
@@ -72,10 +85,8 @@ class Clients:
                 egress=egress,
                 screenshot_dir=settings.browser_screenshot_dir,
             ),
-            python=PythonSandbox(
-                limits, files_root, python=settings.python_executable, bwrap=settings.bwrap
-            ),
-            files=Files(files_root, max_bytes=settings.files_max_bytes),
+            python=python_sandbox(settings, data_dir),
+            files=Files(files_root(settings, data_dir), max_bytes=settings.files_max_bytes),
             wikipedia=Wikipedia(http, settings.wikipedia_base_url),
             web=WebSearch(http, api_key=settings.brave_api_key, base_url=settings.brave_base_url),
             notifier=Notifier(

@@ -2,6 +2,12 @@
 response formats), `/v1/embeddings`, `/v1/models`. Replies are scripted per model name, so a
 test gives each role its own model (`fake-frontline`, `fake-worker`, ...) and decides replies.
 
+Like the servers people run, it can lack features (`refuse`: "json_schema", "tools",
+"json_object" answer 400 naming the parameter, as vLLM, llama.cpp or Ollama do), wrap JSON
+replies in prose or a code fence (`wrap`: "prose", "fence"), and require a key (`api_key`).
+A structured request asked for as a forced function call (`tool_choice`) gets the script's
+JSON back as that function's arguments.
+
 A script is a function of the parsed request returning a `Reply`; a reply with `tool_calls`
 comes back as `choices[0].message.tool_calls` with finish_reason "tool_calls". By default:
 - frontline: route when the last user message mentions a tool-ish word, else answer directly;
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -74,8 +81,28 @@ def all_text(body: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content")) for m in body.get("messages", []))
 
 
+SCHEMA_IN_PROMPT = re.compile(r"JSON Schema of (\w+)")
+
+
+def structured(body: dict[str, Any]) -> str | None:
+    """The name of the schema a request asks for, however it asks (None: free text)."""
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return str(fmt["json_schema"]["name"])
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and "function" in choice:
+        return str(choice["function"]["name"])
+    for m in body.get("messages", []):
+        found = (
+            SCHEMA_IN_PROMPT.search(str(m.get("content"))) if m.get("role") == "system" else None
+        )
+        if found:
+            return found.group(1)
+    return "json_object" if fmt.get("type") == "json_object" else None
+
+
 def default_frontline(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
-    if body.get("response_format"):
+    if structured(body):
         text = last_user(body).lower()
         route = any(w in text for w in ROUTE_WORDS)
         return {"route_to_orchestrator": route, "reason": "tools" if route else "small talk"}
@@ -135,7 +162,7 @@ class FakeOpenAI(FakeServer):
         self.reset()
         self.route("POST", "/v1/chat/completions", self._chat)
         self.route("POST", "/v1/embeddings", self._embeddings)
-        self.route("GET", "/v1/models", lambda _: Response(200, {"object": "list", "data": []}))
+        self.route("GET", "/v1/models", self._models)
         self.embed: Callable[[str], list[float]] = text_vector
 
     @property
@@ -145,6 +172,10 @@ class FakeOpenAI(FakeServer):
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
+        self.refuse: set[str] = set()
+        self.wrap: str | None = None
+        self.api_key: str | None = None
+        self.embedding_models = ["text-embedding-3-small"]
         self.scripts = {
             "fake-frontline": default_frontline,
             "fake-orchestrator": default_orchestrator,
@@ -158,18 +189,69 @@ class FakeOpenAI(FakeServer):
     def chat_calls(self, model: str) -> list[dict[str, Any]]:
         return [c.json() for c in self.calls("/v1/chat/completions") if c.json()["model"] == model]
 
+    def _unauthorized(self, rec: Recorded) -> Response | None:
+        headers = {k.lower(): v for k, v in rec.headers.items()}
+        if self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}":
+            return None
+        error = {
+            "message": "Incorrect API key provided.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+        return Response(401, {"error": error})
+
+    def _models(self, rec: Recorded) -> Response:
+        denied = self._unauthorized(rec)
+        if denied is not None:
+            return denied
+        names = [*self.scripts, *self.embedding_models]
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "fake"} for n in names]
+        return Response(200, {"object": "list", "data": data})
+
+    def _refusal(self, body: dict[str, Any]) -> Response | None:
+        """A 400 naming the parameter, as servers without the feature answer."""
+        fmt = (body.get("response_format") or {}).get("type")
+        if "json_schema" in self.refuse and fmt == "json_schema":
+            message, param = (
+                "response_format of type json_schema is not supported",
+                "response_format",
+            )
+        elif "json_object" in self.refuse and fmt == "json_object":
+            message, param = (
+                "response_format of type json_object is not supported",
+                "response_format",
+            )
+        elif "tools" in self.refuse and body.get("tools"):
+            message, param = "this model does not support tools", "tools"
+        else:
+            return None
+        error = {"message": message, "type": "invalid_request_error", "param": param}
+        return Response(400, {"error": error})
+
+    def _wrapped(self, content: str) -> str:
+        if self.wrap == "fence":
+            return f"```json\n{content}\n```"
+        if self.wrap == "prose":
+            return f"Sure! Here is the JSON you asked for:\n{content}\nAnything else?"
+        return content
+
     def _chat(self, rec: Recorded) -> Response:
         body = rec.json()
         model = body["model"]
+        denied = self._unauthorized(rec) or self._refusal(body)
+        if denied is not None:
+            return denied
         script = self.scripts.get(model)
         if script is None:
             return Response(404, {"error": {"message": f"model {model} not found"}})
         raw = script(body)
-        reply = (
-            raw
-            if isinstance(raw, Reply)
-            else Reply(content=raw if isinstance(raw, str) else json.dumps(raw))
-        )
+        if isinstance(raw, Reply):
+            reply = raw
+        elif isinstance(raw, dict):
+            reply = self._structured_reply(body, raw)
+        else:
+            reply = Reply(content=raw)
         if reply.wait is not None:
             reply.wait.wait(60)
         if reply.delay:
@@ -205,6 +287,14 @@ class FakeOpenAI(FakeServer):
                 "usage": usage,
             },
         )
+
+    def _structured_reply(self, body: dict[str, Any], value: dict[str, Any]) -> Reply:
+        """A JSON reply as the request asked for it: the forced function's arguments, or text
+        (wrapped in prose or a fence when `wrap` says so)."""
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict) and "function" in choice:
+            return Reply(tool_calls=[tool_call(choice["function"]["name"], value)])
+        return Reply(content=self._wrapped(json.dumps(value)))
 
     def _sse(self, model: str, reply: Reply, usage: dict[str, int]) -> list[bytes]:
         def event(data: dict[str, Any]) -> bytes:

@@ -1,4 +1,5 @@
-"""A fake Pushover API: `POST /1/messages.json` with a form (token, user, message, title...).
+"""A fake Pushover API: `POST /1/messages.json` with a form (token, user, message, title...),
+and `POST /1/users/validate.json` (token, user), which checks the keys and sends nothing.
 
 Answers as Pushover does: 200 `{"status": 1, "request": "<uuid>"}` with the X-Limit-App-*
 headers; 400 `{"<field>": "invalid", "errors": [...], "status": 0, "request": "<uuid>"}` for a
@@ -13,6 +14,7 @@ from urllib.parse import parse_qs
 from tests.support.fakes.http import FakeServer, Recorded, Response
 
 MESSAGES = "/1/messages.json"
+VALIDATE = "/1/users/validate.json"
 
 
 class FakePushover(FakeServer):
@@ -22,6 +24,20 @@ class FakePushover(FakeServer):
         self.user = user
         self.messages: list[dict[str, str]] = []
         self.route("POST", MESSAGES, self._message)
+        self.route("POST", VALIDATE, self._validate)
+
+    def _validate(self, rec: Recorded) -> Response:
+        form = {k: v[0] for k, v in parse_qs(rec.body.decode()).items()}
+        request = str(uuid.uuid4())
+        if form.get("token") != self.token:
+            body = {"token": "invalid", "errors": ["application token is invalid"]}
+        elif form.get("user") != self.user:
+            body = {"user": "invalid", "errors": ["user key is invalid"]}
+        else:
+            return Response(
+                200, {"status": 1, "group": 0, "devices": ["phone"], "request": request}
+            )
+        return Response(400, {**body, "status": 0, "request": request})
 
     def _message(self, rec: Recorded) -> Response:
         form = {k: v[0] for k, v in parse_qs(rec.body.decode()).items()}

@@ -1,0 +1,35 @@
+"""The one way services talk to a model: the `openai` SDK against any compatible endpoint.
+
+- client.py: `LLMClient`, a role's model: chat, streaming, embeddings and structured output,
+  with an optional fallback endpoint used when the primary fails after its retries.
+- modes.py: structured output in the strongest mode each (base URL, model) supports
+  (json_schema, tools, json_object, prompt), learned once per process.
+- schema.py: a Pydantic model as each mode asks for it; a reply (bare, fenced or in prose) read
+  back and validated.
+- endpoint.py: one endpoint's raw calls, measured and traced; the SDK's retries and timeouts.
+"""
+
+from __future__ import annotations
+
+from services.runtime.llm.client import LLMClient
+from services.runtime.llm.schema import response_format, strict_schema
+from services.runtime.llm.types import (
+    ChatReply,
+    Completion,
+    Messages,
+    StreamResult,
+    Structured,
+    ToolCall,
+)
+
+__all__ = [
+    "ChatReply",
+    "Completion",
+    "LLMClient",
+    "Messages",
+    "StreamResult",
+    "Structured",
+    "ToolCall",
+    "response_format",
+    "strict_schema",
+]

@@ -1,0 +1,160 @@
+"""A role's model: its endpoint, the fallback endpoint tried when that one fails after its
+retries, and structured output in whatever mode each endpoint takes (modes.py)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from services.runtime.errors import LLMInvalidOutput, LLMUnavailable
+from services.runtime.llm import modes
+from services.runtime.llm.endpoint import Endpoint
+from services.runtime.llm.modes import MODES
+from services.runtime.llm.schema import parse, short_error
+from services.runtime.llm.types import (
+    ChatReply,
+    Completion,
+    Messages,
+    StreamResult,
+    Structured,
+    T,
+)
+from services.runtime.metrics import LLM_ERRORS
+from services.runtime.settings import LLMConfig, StructuredMode
+
+log = logging.getLogger("sidekick.llm")
+R = TypeVar("R")
+
+
+class LLMClient:
+    """A role's model endpoint(s). Create once per process and share."""
+
+    def __init__(self, config: LLMConfig, *, timeout: float, max_retries: int) -> None:
+        self.config = config
+        self.role = config.role
+        self.model = config.model
+        self.primary = Endpoint(config, timeout=timeout, max_retries=max_retries)
+        self.fallback: Endpoint | None = None
+        if config.fallback is not None and config.fallback.configured:
+            self.fallback = Endpoint(config.fallback, timeout=timeout, max_retries=max_retries)
+
+    @property
+    def configured(self) -> bool:
+        return self.primary.configured
+
+    async def _with_fallback(self, call: Callable[[Endpoint], Awaitable[R]]) -> R:
+        try:
+            return await call(self.primary)
+        except LLMUnavailable as exc:
+            if self.fallback is None or not exc.transient:
+                raise
+            log.warning(
+                "%s: %s failed after its retries; trying the fallback %s at %s",
+                self.role,
+                self.model,
+                self.fallback.model,
+                self.fallback.config.where,
+            )
+            try:
+                return await call(self.fallback)
+            except LLMUnavailable as second:
+                raise LLMUnavailable(
+                    self.role,
+                    self.model,
+                    f"{exc} — and the fallback: {second}",
+                    transient=second.transient,
+                    status=second.status,
+                ) from second
+
+    async def chat(self, messages: Messages, **extra: Any) -> ChatReply:
+        """One raw model turn (e.g. with `tools=`), with its function tool calls parsed, so a
+        caller can run them and continue the conversation."""
+        return await self._with_fallback(lambda ep: ep.chat(messages, **extra))
+
+    async def complete(self, messages: Messages, **extra: Any) -> Completion:
+        reply = await self.chat(messages, **extra)
+        return Completion(text=reply.content, usage=reply.usage, model=reply.model)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Embeddings of `texts`, in order (no fallback: another model's vectors would not be
+        comparable with the ones already stored)."""
+        return await self.primary.embed(texts)
+
+    def mode(self, endpoint: Endpoint | None = None) -> StructuredMode:
+        """The structured-output mode the next call to `endpoint` (default: primary) uses."""
+        ep = endpoint or self.primary
+        return MODES.mode(ep.key, ep.config.structured)
+
+    async def structured(self, messages: Messages, schema: type[T]) -> Structured[T]:
+        """`schema` as JSON in the strongest mode the endpoint takes; validated, and retried
+        once with the validation error if the reply is bad."""
+        return await self._with_fallback(lambda ep: self._structured(ep, messages, schema))
+
+    async def _structured(self, ep: Endpoint, messages: Messages, schema: type[T]) -> Structured[T]:
+        mode = self.mode(ep)
+        while True:
+            asked, extra = modes.request(mode, schema, messages)
+            try:
+                first = await ep.chat(asked, **extra)
+            except LLMUnavailable as exc:
+                nxt = self._step_down(ep, mode, exc)
+                if nxt is None:
+                    raise
+                mode = nxt
+                continue
+            break
+        text = modes.reply_text(mode, schema, first)
+        try:
+            return Structured(parse(schema, text), first.usage, first.model, mode)
+        except ValidationError as exc:
+            error = short_error(exc)
+        second = await ep.chat(modes.repair(mode, schema, asked, text, error), **extra)
+        usage = first.usage + second.usage
+        text = modes.reply_text(mode, schema, second)
+        try:
+            return Structured(parse(schema, text), usage, second.model, mode)
+        except ValidationError as exc:
+            LLM_ERRORS.labels(self.role, ep.model, "invalid_output").inc()
+            raise LLMInvalidOutput(
+                self.role,
+                ep.model,
+                f"The {self.role} model ({ep.model}, structured output mode {mode}) gave "
+                f"invalid {schema.__name__} output twice: {short_error(exc)}",
+                raw=text,
+                mode=mode,
+            ) from exc
+
+    def _step_down(
+        self, ep: Endpoint, mode: StructuredMode, exc: LLMUnavailable
+    ) -> StructuredMode | None:
+        """The next mode if `exc` says the server lacks `mode` (never past a forced mode)."""
+        if ep.config.structured is not None or not modes.refuses(mode, exc.status, str(exc)):
+            return None
+        return MODES.step_down(ep.key, mode, str(exc))
+
+    async def stream(
+        self, messages: Messages, result: StreamResult, **extra: Any
+    ) -> AsyncGenerator[str, None]:
+        """Yield text deltas as they arrive; `result` holds the full text and usage after. The
+        fallback takes over only if the primary failed before its first delta."""
+        started = False
+        try:
+            async for delta in self.primary.stream(messages, result, **extra):
+                started = True
+                yield delta
+            return
+        except LLMUnavailable as exc:
+            if started or self.fallback is None or not exc.transient:
+                raise
+            log.warning(
+                "%s: %s failed after its retries; streaming from the fallback %s at %s",
+                self.role,
+                self.model,
+                self.fallback.model,
+                self.fallback.config.where,
+            )
+        async for delta in self.fallback.stream(messages, result, **extra):
+            yield delta

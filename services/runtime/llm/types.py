@@ -1,0 +1,78 @@
+"""What a model call gives back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionMessageParam,
+)
+from pydantic import BaseModel
+
+from contracts import Usage
+
+T = TypeVar("T", bound=BaseModel)
+Messages = list[ChatCompletionMessageParam]
+
+
+@dataclass
+class Structured(Generic[T]):
+    value: T
+    usage: Usage
+    model: str
+    mode: str = "json_schema"  # how it was asked for (services/runtime/llm/modes.py)
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage
+    model: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for; `arguments` is JSON text as the model wrote it."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class ChatReply:
+    """One raw assistant turn: its text, the tool calls it asked for, and usage."""
+
+    content: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    usage: Usage
+    model: str
+
+    def as_param(self) -> ChatCompletionAssistantMessageParam:
+        """The turn as a message to send back with the tool results that answer it."""
+        param: ChatCompletionAssistantMessageParam = {
+            "role": "assistant",
+            "content": self.content or None,
+        }
+        if self.tool_calls:
+            param["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        return param
+
+
+@dataclass
+class StreamResult:
+    """Filled in as a stream is consumed; complete once iteration ends."""
+
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
