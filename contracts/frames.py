@@ -34,7 +34,7 @@ from pydantic import (
     TypeAdapter,
 )
 
-from contracts.base import Model, Source, Usage
+from contracts.base import Model, Source, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 from contracts.events import FailureCode, ProgressStage
 
@@ -241,6 +241,10 @@ class ProgressEvent(OutFrame):
     score: int | None = Field(description="Verdict score, for 'evaluated'.")
     feedback: str | None = Field(description="Verdict feedback, for 'evaluated'.")
     suggestions: list[str] = Field(description="Verdict suggestions.")
+    workflow_status: WorkflowStatus | None = Field(
+        default=None,
+        description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
+    )
 
 
 class ClarificationEvent(OutFrame):

@@ -190,3 +190,21 @@ def test_every_frame_the_gateway_sends_is_a_server_frame(outcome: Any, events: b
         if not events:
             assert set(data) <= SEED_KEYS, data
             assert "request_id" not in json.dumps(data), "old clients see only the seed's keys"
+
+
+def test_every_progress_field_reaches_event_clients() -> None:
+    # The gateway turns each bus Progress into a ProgressEvent frame field for field; a field
+    # added to one and not the other made every progress frame fail to build (and be dropped).
+    from contracts.events import Progress
+    from contracts.frames import ProgressEvent
+
+    bus_fields = set(Progress.model_fields) - {"kind"}
+    frame_fields = set(ProgressEvent.model_fields) - {"event"}
+    assert bus_fields == frame_fields
+    event = Progress(
+        request_id="r", session_id="s", stage="worker_step", workflow_status="planning"
+    )
+    frame = ProgressEvent.model_validate(
+        {"event": "progress", **event.model_dump(exclude={"kind"})}
+    )
+    assert frame.workflow_status == "planning"
