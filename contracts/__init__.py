@@ -5,7 +5,18 @@ compared by a test, so a wire change is always a visible diff (`python -m contra
 rewrites them).
 """
 
-from contracts.base import Event, Model, ModelUsage, Source, Turn, Usage, new_id, utcnow
+from contracts.base import (
+    FINAL_STATUSES,
+    Event,
+    Model,
+    ModelUsage,
+    Source,
+    Turn,
+    Usage,
+    WorkflowStatus,
+    new_id,
+    utcnow,
+)
 from contracts.decisions import (
     WORKER_DESCRIPTIONS,
     FrontlineDecision,
@@ -17,6 +28,7 @@ from contracts.decisions import (
 )
 from contracts.events import (
     EVENT_ADAPTER,
+    OUTCOMES,
     AnyEvent,
     CancelRequested,
     ChatRequested,
@@ -24,6 +36,7 @@ from contracts.events import (
     ClarificationRequested,
     EvaluationRequested,
     OrchestratorDecided,
+    Outcome,
     Progress,
     RequestCancelled,
     RequestCompleted,
@@ -36,13 +49,20 @@ from contracts.events import (
     WorkerTask,
     parse_event,
 )
-from contracts.state import FINAL_STATUSES, RequestStatus, SessionRecord, WorkflowStatus
+from contracts.state import (
+    TERMINAL_STATES,
+    RequestRecord,
+    RequestState,
+    SessionRecord,
+)
 from contracts.subjects import DEFAULT, Subjects
 
 __all__ = [
     "DEFAULT",
     "EVENT_ADAPTER",
     "FINAL_STATUSES",
+    "OUTCOMES",
+    "TERMINAL_STATES",
     "WORKER_DESCRIPTIONS",
     "AnyEvent",
     "CancelRequested",
@@ -56,14 +76,16 @@ __all__ = [
     "ModelUsage",
     "OrchestratorDecided",
     "OrchestratorDecision",
+    "Outcome",
     "Parameter",
     "Progress",
     "Question",
     "RequestCancelled",
     "RequestCompleted",
     "RequestFailed",
+    "RequestRecord",
     "RequestRouted",
-    "RequestStatus",
+    "RequestState",
     "SessionRecord",
     "Source",
     "StreamChunk",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -97,3 +98,20 @@ class Source(Model):
     url: str = Field(description="Address of the page.")
     snippet: str = Field(default="", description="Short excerpt.")
     age: str | None = Field(default=None, description="How old the page is, as the API says.")
+
+
+WorkflowStatus = Literal[
+    "queued",
+    "planning",
+    "awaiting_clarification",
+    "researching",
+    "synthesizing",
+    "validating",
+    "completed",
+    "partial",
+    "failed",
+    "cancelled",
+]
+"""The workflow seed's status words, shown to clients (a projection of the state)."""
+
+FINAL_STATUSES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})

@@ -12,9 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
-from contracts.base import Event, Source, Turn, Usage
+from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
-from contracts.state import WorkflowStatus
 
 
 class RequestOptions(Event):
@@ -254,8 +253,20 @@ AnyEvent = Annotated[
 EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 TerminalEvent = RequestCompleted | RequestFailed | RequestCancelled
+# How a request ends, or parks waiting for the user: what its record keeps and clients are sent.
+Outcome = RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
+OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequested)
 
 
 def parse_event(data: bytes | str) -> AnyEvent:
     """Parse any event from its JSON; raises pydantic.ValidationError on bad input."""
     return EVENT_ADAPTER.validate_json(data)
+
+
+class DeadLetter(Model):
+    """A message that could not be processed, kept in the dead-letter stream with its reason."""
+
+    source: str = Field(description="The service that gave up on it.")
+    reason: str = Field(description="Why: 'invalid: ...', 'exhausted: ...', 'max deliveries ...'.")
+    headers: dict[str, str] = Field(description="The message's headers.")
+    body: str | None = Field(default=None, description="The message's body, if it is text.")

@@ -1,17 +1,21 @@
-"""Write or compare the committed JSON Schemas: `python -m contracts.schema_files`."""
+"""Write or compare the committed JSON Schemas and the bus's AsyncAPI document:
+`python -m contracts.schema_files`."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
-from contracts import decisions, email, events, research, state
+from contracts import decisions, email, events, frames, http, research, state
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
+ASYNCAPI = SCHEMA_DIR / "asyncapi.json"
 
-MODELS: dict[str, type[BaseModel]] = {
+MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
+    # Bus events.
     "ChatRequested": events.ChatRequested,
     "RequestRouted": events.RequestRouted,
     "OrchestratorDecided": events.OrchestratorDecided,
@@ -23,34 +27,57 @@ MODELS: dict[str, type[BaseModel]] = {
     "Progress": events.Progress,
     "RequestCompleted": events.RequestCompleted,
     "RequestFailed": events.RequestFailed,
-    "FrontlineDecision": decisions.FrontlineDecision,
-    "OrchestratorDecision": decisions.OrchestratorDecision,
-    "Verdict": decisions.Verdict,
     "ClarificationRequested": events.ClarificationRequested,
     "ClarificationAnswered": events.ClarificationAnswered,
     "CancelRequested": events.CancelRequested,
     "RequestCancelled": events.RequestCancelled,
-    "SessionRecord": state.SessionRecord,
-    "RequestStatus": state.RequestStatus,
+    "DeadLetter": events.DeadLetter,
+    # The model's structured outputs.
+    "FrontlineDecision": decisions.FrontlineDecision,
+    "OrchestratorDecision": decisions.OrchestratorDecision,
+    "Verdict": decisions.Verdict,
     "ResearchPlan": research.ResearchPlan,
     "ResearchSynthesis": research.ResearchSynthesis,
     "EmailDraft": email.EmailDraft,
+    # Records in KV and streams.
+    "SessionRecord": state.SessionRecord,
+    "RequestRecord": state.RequestRecord,
     "OutboxEntry": email.OutboxEntry,
+    # WebSocket frames, one union per direction.
+    "ClientFrame": frames.CLIENT_FRAME,
+    "ServerFrame": frames.SERVER_FRAME,
+    # HTTP API bodies.
+    "ErrorResponse": http.ErrorResponse,
+    "PageConfig": http.PageConfig,
+    "SessionHistory": http.SessionHistory,
+    "SessionList": http.SessionList,
+    "OutboxListing": http.OutboxListing,
+    "CreateWorkflow": http.CreateWorkflow,
+    "WorkflowFeedback": http.WorkflowFeedback,
+    "WorkflowAccepted": http.WorkflowAccepted,
+    "WorkflowResumed": http.WorkflowResumed,
+    "WorkflowView": http.WorkflowView,
+    "WorkflowList": http.WorkflowList,
 }
 
 
-def render(model: type[BaseModel]) -> str:
-    return json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+def render(model: type[BaseModel] | TypeAdapter[Any]) -> str:
+    adapter = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+    schema = adapter.json_schema()
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 def write_all() -> list[Path]:
+    from contracts.asyncapi import document
+
     SCHEMA_DIR.mkdir(exist_ok=True)
     written = []
     for name, model in MODELS.items():
         path = SCHEMA_DIR / f"{name}.json"
         path.write_text(render(model), encoding="utf-8")
         written.append(path)
-    return written
+    ASYNCAPI.write_text(document(), encoding="utf-8")
+    return [*written, ASYNCAPI]
 
 
 if __name__ == "__main__":

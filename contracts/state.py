@@ -1,28 +1,34 @@
 """Records kept in JetStream KV that more than one service reads: a session's record and a
-request's status (the read model behind the workflows API and reconnect)."""
+request's record (its place in its life, the read model behind the workflows API, and how it
+ended). The rules for moving a request from one state to the next live in
+`services/runtime/lifecycle.py`; this module only says what the records hold."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field
 
-from contracts.base import Model, Turn, utcnow
+from contracts.base import Model, Turn, WorkflowStatus, utcnow
 from contracts.decisions import Question, WorkerType
+from contracts.events import Outcome
 
-WorkflowStatus = Literal[
-    "queued",
-    "planning",
+RequestState = Literal[
+    "accepted",
+    "direct",
+    "routed",
+    "decided",
+    "working",
+    "evaluating",
     "awaiting_clarification",
-    "researching",
-    "synthesizing",
-    "validating",
     "completed",
     "partial",
     "failed",
     "cancelled",
 ]
-FINAL_STATUSES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
+"""Where a request is in its life (see `services/runtime/lifecycle.py` for the moves)."""
+
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
 
 
 class SessionRecord(Model):
@@ -38,15 +44,17 @@ class SessionRecord(Model):
     )
 
 
-class RequestStatus(Model):
-    """One request's status (key: request id) in the `status` bucket."""
+class RequestRecord(Model):
+    """One request (key: request id) in the `status` bucket: created by the gateway when it
+    accepts the request, moved only by `services/runtime/lifecycle.py`'s compare-and-set."""
 
     request_id: str = Field(description="The request.")
     session_id: str = Field(description="Its scoped session.")
     principal: str = Field(default="anonymous", description="Who owns it.")
     text: str = Field(description="The user's message.")
     success_criteria: str | None = Field(default=None, description="The user's criteria.")
-    status: WorkflowStatus = Field(description="Where the request is.")
+    state: RequestState = Field(default="accepted", description="Where it is in its life.")
+    status: WorkflowStatus = Field(description="The status word clients see.")
     detail: str = Field(default="", description="Human-readable detail of the status.")
     worker_type: WorkerType | None = Field(default=None, description="Chosen worker kind.")
     attempt: int = Field(default=0, ge=0, description="Current attempt.")
@@ -57,6 +65,14 @@ class RequestStatus(Model):
     error: str | None = Field(default=None, description="Why it failed, if it did.")
     cached: bool = Field(default=False, description="Answered from the semantic cache.")
     trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    outcome: Annotated[Outcome, Field(discriminator="kind")] | None = Field(
+        default=None,
+        description="The event that ended it, or the open clarification; the first end wins.",
+    )
     created_at: AwareDatetime = Field(default_factory=utcnow, description="Accepted at.")
     updated_at: AwareDatetime = Field(default_factory=utcnow, description="Last change.")
     completed_at: AwareDatetime | None = Field(default=None, description="Ended at.")
+
+    @property
+    def ended(self) -> bool:
+        return self.state in TERMINAL_STATES

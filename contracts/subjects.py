@@ -167,15 +167,12 @@ class Subjects:
         return self.bucket("sessions")
 
     @property
-    def results_bucket(self) -> str:
-        return self.bucket("results")
-
-    @property
     def ledger_bucket(self) -> str:
         return self.bucket("ledger")
 
     @property
     def status_bucket(self) -> str:
+        """Request records (services/runtime/lifecycle.py)."""
         return self.bucket("status")
 
     @property

@@ -1,19 +1,53 @@
 """Session fixtures: a real nats-server (JetStream in a temp dir, port chosen by the server,
 one NATS user per service per system, as `sidekick up` runs it), a fake OpenAI-compatible API,
-and the five services as separate processes."""
+and the five services as separate processes.
+
+Two tiers: tests marked `fast` run in memory (`python -m pytest -m fast`); the rest use the real
+nats-server, service processes and the browser. A test taking the `backend` fixture (through
+`kv` or `stack`) runs its body on both: in memory (fast) and against the real server."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
+from nats.js.api import KeyValueConfig
 
+from contracts import new_id
 from services.runtime.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System, llm_env
 from tests.support.lockednats import LockedNats
+from tests.support.memory import MemoryStore
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fast: in memory, no processes (pytest -m fast)")
+
+
+@pytest.fixture(params=[pytest.param("memory", marks=pytest.mark.fast), "nats"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Which NATS a dual-tier test runs on: in memory, or the session's real nats-server."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def kv(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """A fresh KV bucket, in memory or on the real server (same API, same revisions)."""
+    if backend == "memory":
+        yield MemoryStore().bucket("test")
+        return
+    server: NatsServer = request.getfixturevalue("nats_server")
+    client = NATS()
+    await client.connect(server.url)
+    js = client.jetstream()
+    name = "kv_" + new_id()[:12]
+    yield await js.create_key_value(KeyValueConfig(bucket=name))
+    await js.delete_key_value(name)
+    await client.close()
 
 
 @pytest.fixture(scope="session")

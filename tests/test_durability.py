@@ -171,6 +171,7 @@ async def test_the_semantic_cache_answers_a_repeat_at_once_unless_skipped_or_fre
 
 async def test_a_duplicate_publish_is_deduplicated(probe: Probe, fake_llm: FakeOpenAI) -> None:
     event = ChatRequested(request_id="dup-1", session_id="anonymous/dup", message="hello")
+    await probe.accept(event)
     assert await probe.publish(event, probe.s.chat_requested, "dup-1:requested") is True
     assert await probe.publish(event, probe.s.chat_requested, "dup-1:requested") is False
     await probe.wait_kind("dup-1", "request.completed")

@@ -8,13 +8,14 @@ import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pytest
 import websockets
 from pydantic import SecretStr
 from starlette.websockets import WebSocket, WebSocketState
 
+from contracts.frames import StreamFrame
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import SEND_QUEUE_FRAMES, Connection
 from services.runtime.settings import Settings
@@ -202,7 +203,7 @@ async def test_a_slow_reader_is_closed_with_1008_once_its_send_queue_is_full() -
     stuck = StuckSocket()
     conn = Connection(cast(WebSocket, stuck))
     writer = asyncio.create_task(conn.writer())
-    frame: dict[str, Any] = {"on_chat_model_stream": "x" * 100}
+    frame = StreamFrame(on_chat_model_stream="x" * 100)
     conn.send(frame)
     await asyncio.sleep(0)  # the writer takes it and blocks on the socket
     for _ in range(SEND_QUEUE_FRAMES):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from websockets.sync.client import ClientConnection, connect
 
-from contracts.client import ErrorCode, InitFrame, MessageFrame
+from contracts.frames import ErrorCode, InitFrame, MessageFrame
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
 

@@ -63,7 +63,7 @@ def judged(n: int, passed: bool, feedback: str = "fb") -> VerdictIssued:
     )
 
 
-def started(**kw: object) -> loop.RequestState:
+def started(**kw: object) -> loop.LoopState:
     return loop.decided(loop.start(routed(**kw), 3), decision(), Usage(), WORKERS)
 
 

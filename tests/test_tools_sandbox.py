@@ -16,13 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from services.workers.tools.bwrap import Limits, find_bwrap
 from services.workers.tools.files import Files
-from services.workers.tools.python_sandbox import (
-    Limits,
-    PythonSandbox,
-    denied_syscalls,
-    find_bwrap,
-)
+from services.workers.tools.python_sandbox import PythonSandbox
+from services.workers.tools.seccomp import denied_syscalls
 from services.workers.tools.sessiondir import SessionFolder
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 from tests.support.dirs import searchable_dir

@@ -23,10 +23,12 @@ from services.runtime.bus import Bus, msg_id
 from services.runtime.cancels import Cancellations
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
+from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.llm import LLMClient, StreamResult
 from services.runtime.metrics import CANCELLATIONS
-from services.runtime.outcomes import finish, is_finished, load_history
+from services.runtime.outcomes import finish
 from services.runtime.prompts import conversation
+from services.runtime.sessions import load_history
 
 log = logging.getLogger("sidekick.frontline")
 
@@ -38,9 +40,10 @@ class Frontline:
         self.cancels = cancels
 
     async def handle(self, req: ChatRequested) -> None:
-        if await is_finished(self.bus, req.request_id):
-            return  # a redelivery of a request that already ended
-        if await self.cancels.check(req.request_id):
+        tracked = await self.bus.requests.load(req.request_id)
+        if tracked is None or tracked.value.state not in ("accepted", "direct"):
+            return  # unknown, ended (a redelivery, an early cancel) or routed already
+        if self.cancels.is_set(req.request_id):
             await self._cancelled(req)
             return
         history = await load_history(self.bus, req.session_id, self.bus.settings.history_turns)
@@ -67,10 +70,16 @@ class Frontline:
                 dedupe_key=msg_id(req.request_id, "routed"),
             )
             return
+        try:
+            tracked = await self.bus.requests.move(req.request_id, "direct", known=tracked)
+        except IllegalMove:
+            return  # cancelled meanwhile: whoever cancelled it ends it
         await self._progress(req, "direct", decision.value.reason)
-        await self._answer(req, history, decision.usage)
+        await self._answer(req, history, decision.usage, tracked)
 
-    async def _answer(self, req: ChatRequested, history: list[Turn], usage: Usage) -> None:
+    async def _answer(
+        self, req: ChatRequested, history: list[Turn], usage: Usage, tracked: Tracked
+    ) -> None:
         result = StreamResult()
         subject = self.bus.subjects.stream(req.request_id)
         messages = conversation(prompts.ANSWER, history, req.message)
@@ -99,14 +108,14 @@ class Frontline:
             route="direct",
             usage=usage + result.usage,
         )
-        await finish(self.bus, done, user_message=req.message)
+        await finish(self.bus, done, known=tracked)
 
     async def _cancelled(self, req: ChatRequested) -> None:
         reason = self.cancels.seen.get(req.request_id, "cancelled by the user")
         event = RequestCancelled(
             request_id=req.request_id, session_id=req.session_id, reason=reason
         )
-        await finish(self.bus, event, user_message=req.message)
+        await finish(self.bus, event)
 
     async def _progress(self, req: ChatRequested, stage: ProgressStage, detail: str) -> None:
         event = Progress(
@@ -122,7 +131,7 @@ class Frontline:
             code=failure_code(exc),
             error=str(exc),
         )
-        await finish(self.bus, failed, user_message=req.message)
+        await finish(self.bus, failed)
 
     async def exhausted(self, req: ChatRequested, exc: BaseException) -> None:
         failed = RequestFailed(
@@ -131,4 +140,4 @@ class Frontline:
             code="delivery_exhausted",
             error=f"The frontline could not process this request: {exc}",
         )
-        await finish(self.bus, failed, user_message=req.message)
+        await finish(self.bus, failed)

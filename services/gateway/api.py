@@ -7,14 +7,24 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from contracts import RequestStatus, SessionRecord
-from contracts.client import ID_PATTERN, REQUEST_ID_PATTERN
+from contracts import SessionRecord
+from contracts.frames import ID_PATTERN, REQUEST_ID_PATTERN
+from contracts.http import (
+    HttpBody,
+    OpenQuestion,
+    OutboxListing,
+    PageConfig,
+    SessionHistory,
+    SessionList,
+    SessionSummary,
+    ValidationDetail,
+)
 from services.gateway.auth import Auth
 from services.gateway.errors import (
     GatewayError,
@@ -51,11 +61,15 @@ def principal_of(request: Request, auth: Auth) -> str:
     return principal
 
 
+def respond(body: HttpBody, status_code: int = 200, **headers: str) -> JSONResponse:
+    return JSONResponse(body.wire(), status_code=status_code, headers=headers)
+
+
 def error_response(exc: GatewayError) -> JSONResponse:
     headers = {"www-authenticate": "Bearer"} if exc.http_status == 401 else {}
     if isinstance(exc, RateLimited):
         headers["retry-after"] = str(exc.retry_after)
-    return JSONResponse(exc.body(), status_code=exc.http_status, headers=headers)
+    return JSONResponse(exc.body().wire(), status_code=exc.http_status, headers=headers)
 
 
 def guarded(auth: Auth, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -86,13 +100,21 @@ async def parse_body(request: Request, model: type[M]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         detail = [
-            {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+            ValidationDetail(loc=["body", *e["loc"]], msg=e["msg"], type=e["type"])
             for e in exc.errors(include_url=False, include_input=False)
         ]
         summary = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
         )
         raise Invalid(f"Invalid body: {summary}", detail) from exc
+
+
+def query_limit(request: Request, *, default: int, most: int) -> int:
+    """The `limit` query parameter, between 1 and `most`."""
+    try:
+        return max(1, min(int(request.query_params.get("limit", str(default))), most))
+    except ValueError as exc:
+        raise Invalid("limit must be a whole number.") from exc
 
 
 def path_id(request: Request, name: str, pattern: re.Pattern[str] = _ID) -> str:
@@ -115,11 +137,10 @@ class PageApi:
 
     async def config(self, _: Request) -> Response:
         settings = self.bus.settings
-        return JSONResponse(
-            {
-                "auth_required": self.auth.required,
-                "max_message_chars": settings.max_message_chars,
-            }
+        return respond(
+            PageConfig(
+                auth_required=self.auth.required, max_message_chars=settings.max_message_chars
+            )
         )
 
     async def sessions(self, request: Request, principal: str) -> Response:
@@ -131,20 +152,23 @@ class PageApi:
         except ValueError as exc:
             raise Invalid("limit must be a whole number.") from exc
         ids = await self.intake.recent(principal, SESSIONS_SCAN)
-        found = await asyncio.gather(*(self.intake.status(rid) for rid in ids))
-        by_uuid: dict[str, dict[str, Any]] = {}
-        for status, _ in found:  # newest first
-            if status is None or status.principal != principal:
+        found = await asyncio.gather(*(self.intake.load(rid) for rid in ids))
+        by_uuid: dict[str, SessionSummary] = {}
+        for tracked in found:  # newest first
+            if tracked is None or tracked.value.principal != principal:
                 continue
-            uuid = unscoped(principal, status.session_id)
+            record = tracked.value
+            uuid = unscoped(principal, record.session_id)
             if uuid.startswith("workflow-"):
                 continue
-            entry = by_uuid.setdefault(
-                uuid, {"uuid": uuid, "updated_at": status.updated_at.isoformat(), "requests": 0}
+            seen = by_uuid.get(uuid)
+            by_uuid[uuid] = SessionSummary(
+                uuid=uuid,
+                title=record.text[:TITLE_CHARS],  # older requests overwrite: the first message
+                updated_at=seen.updated_at if seen else record.updated_at,
+                requests=(seen.requests if seen else 0) + 1,
             )
-            entry["title"] = status.text[:TITLE_CHARS]  # older requests overwrite: the first
-            entry["requests"] += 1
-        return JSONResponse({"sessions": list(by_uuid.values())[:limit]})
+        return respond(SessionList(sessions=list(by_uuid.values())[:limit]))
 
     async def history(self, request: Request, principal: str) -> Response:
         uuid = path_id(request, "uuid")
@@ -154,37 +178,24 @@ class PageApi:
         if record is None and revision == 0:
             raise NotFound(f"No session {uuid}.")
         record = record or SessionRecord()
-        parked: dict[str, Any] | None = None
+        parked: OpenQuestion | None = None
         if record.parked is not None:
-            status, _ = await get_model(self.bus.kv.status, record.parked, RequestStatus)
+            status = await self.intake.record(record.parked)
             if (
                 status
                 and status.principal == principal
                 and status.status == "awaiting_clarification"
             ):
-                parked = {
-                    "request_id": status.request_id,
-                    "text": status.text,
-                    "questions": [q.model_dump() for q in status.clarification_questions],
-                }
-        return JSONResponse(
-            {
-                "session": uuid,
-                "turns": [t.model_dump() for t in record.turns],
-                "parked": parked,
-            }
-        )
+                parked = OpenQuestion(
+                    request_id=status.request_id,
+                    text=status.text,
+                    questions=status.clarification_questions,
+                )
+        return respond(SessionHistory(session=uuid, turns=record.turns, parked=parked))
 
     async def outbox(self, request: Request, principal: str) -> Response:
-        try:
-            limit = min(max(int(request.query_params.get("limit", "50")), 1), 200)
-        except ValueError:
-            return JSONResponse({"error": "limit must be a number"}, status_code=400)
+        limit = query_limit(request, default=50, most=200)
         entries = await outbox.read(self.bus.js, self.bus.subjects, limit=OUTBOX_SCAN)
         mine = outbox.visible_to(entries, principal, request.query_params.get("session"))
-        return JSONResponse(
-            {
-                "note": f"Outbox mail was NOT sent: {outbox.SEND_HINT}",
-                "entries": [e.model_dump(mode="json") for e in mine[:limit]],
-            }
-        )
+        note = f"Outbox mail was NOT sent: {outbox.SEND_HINT}"
+        return respond(OutboxListing(note=note, entries=mine[:limit]))

@@ -16,17 +16,18 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from contracts import Progress, SessionRecord, parse_event
+from contracts import OUTCOMES, Progress, parse_event
 from services.gateway.api import PageApi, guarded
 from services.gateway.auth import Auth, AuthConfigError
-from services.gateway.hub import OUTCOMES, Hub
+from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
 from services.runtime.host import ServiceHost, make_broker
-from services.runtime.outcomes import record_step, update_session
+from services.runtime.outcomes import record_step
+from services.runtime.sessions import mark_delivered, update_session
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.gateway")
@@ -59,14 +60,8 @@ def build(settings: Settings) -> ServiceHost:
         """A result seen live by a client no longer waits for a reconnect."""
 
         async def drop() -> None:
-            def change(rec: SessionRecord) -> SessionRecord | None:
-                if request_id not in rec.undelivered:
-                    return None
-                kept = [r for r in rec.undelivered if r != request_id]
-                return rec.model_copy(update={"undelivered": kept})
-
             try:
-                await update_session(bus, session_id, change)
+                await update_session(bus, session_id, lambda rec: mark_delivered(rec, [request_id]))
             except Exception as exc:
                 log.warning("could not mark %s delivered: %r", request_id, exc)
 

@@ -13,9 +13,8 @@ the HTTP API (the status code with `{"error": {"code", "message"}}`).
 
 from __future__ import annotations
 
-from typing import Any
-
-from contracts.client import ErrorCode
+from contracts.frames import ErrorBody, ErrorCode
+from contracts.http import ErrorResponse, ValidationDetail
 
 
 class GatewayError(Exception):
@@ -26,8 +25,8 @@ class GatewayError(Exception):
         super().__init__(message)
         self.message = message
 
-    def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message}}
+    def body(self) -> ErrorResponse:
+        return ErrorResponse(error=ErrorBody(code=self.code, message=self.message))
 
 
 class Unauthorized(GatewayError):
@@ -39,12 +38,12 @@ class Invalid(GatewayError):
     code: ErrorCode = "invalid_body"
     http_status = 422
 
-    def __init__(self, message: str, detail: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, message: str, detail: list[ValidationDetail] | None = None) -> None:
         super().__init__(message)
         self.detail = detail or []
 
-    def body(self) -> dict[str, Any]:
-        return {**super().body(), "detail": self.detail}
+    def body(self) -> ErrorResponse:
+        return super().body().model_copy(update={"detail": self.detail})
 
 
 class TooLarge(Invalid):

@@ -4,22 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketState
 
 from contracts import (
+    OUTCOMES,
     AnyEvent,
     ClarificationRequested,
+    Outcome,
     Progress,
     RequestCancelled,
     RequestCompleted,
     RequestFailed,
     StreamChunk,
+)
+from contracts.frames import (
+    CancelledMetadata,
+    ClarificationEvent,
+    ClarificationMetadata,
+    CompletedMetadata,
+    EndFrame,
+    ErrorBody,
+    ErrorFrame,
+    FailedMetadata,
+    OutFrame,
+    ProgressEvent,
+    StreamFrame,
 )
 from services.runtime.metrics import WS_CONNECTIONS
 
@@ -27,10 +40,6 @@ log = logging.getLogger("sidekick.gateway")
 
 SEND_QUEUE_FRAMES = 1024
 SEEN_LIMIT = 4096
-
-# How a request ends (or parks) — the events kept in the results bucket.
-Outcome = RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
-OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequested)
 
 
 @dataclass(eq=False)
@@ -50,11 +59,11 @@ class Connection:
     # Outcome events (by event id) this socket already got, so a replay never repeats one.
     seen: set[str] = field(default_factory=set)
 
-    def send(self, frame: dict[str, Any]) -> None:
+    def send(self, frame: OutFrame) -> None:
         if self.closed:
             return
         try:
-            self.queue.put_nowait(json.dumps(frame, ensure_ascii=False))
+            self.queue.put_nowait(frame.wire())
         except asyncio.QueueFull:
             log.warning("closing a slow client: send queue full")
             self.closed = True
@@ -133,15 +142,15 @@ class Hub:
             return
         self.streamed[chunk.request_id] = self.streamed.get(chunk.request_id, "") + chunk.text
         for conn in targets:
-            frame: dict[str, Any] = {"on_chat_model_stream": chunk.text}
-            if conn.events:
-                frame["request_id"] = chunk.request_id
-            conn.send(frame)
+            conn.send(stream_frame(conn, chunk.text, chunk.request_id))
 
     def on_progress(self, p: Progress) -> None:
+        frame = ProgressEvent.model_validate(
+            {"event": "progress", **p.model_dump(exclude={"kind"})}
+        )
         for conn in self._targets(p.session_id):
             if conn.events:
-                conn.send({"event": "progress", **p.model_dump(mode="json", exclude={"kind"})})
+                conn.send(frame)
 
     def on_outcome(self, event: Outcome) -> None:
         already = self.streamed.pop(event.request_id, "")
@@ -156,35 +165,37 @@ class Hub:
             self.on_delivered(event.session_id, event.request_id)
 
 
-def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[dict[str, Any]]:
+def stream_frame(conn: Connection, text: str, request_id: str) -> StreamFrame:
+    if conn.events:
+        return StreamFrame(on_chat_model_stream=text, request_id=request_id)
+    return StreamFrame(on_chat_model_stream=text)
+
+
+def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[OutFrame]:
     """What a client sees when a request ends or parks. `already` is the text streamed live."""
-    frames: list[dict[str, Any]] = []
+    frames: list[OutFrame] = []
 
     def text(chunk: str) -> None:
-        frame: dict[str, Any] = {"on_chat_model_stream": chunk}
-        if conn.events:
-            frame["request_id"] = event.request_id
-        frames.append(frame)
+        frames.append(stream_frame(conn, chunk, event.request_id))
 
     if isinstance(event, RequestCompleted):
         rest = event.output[len(already) :] if event.output.startswith(already) else event.output
         if rest:
             text(rest)
     elif isinstance(event, RequestFailed):
-        error: dict[str, Any] = {"code": event.code, "message": event.error}
         if conn.events:
-            error["request_id"] = event.request_id
-        frames.append({"error": error})
+            body = ErrorBody(code=event.code, message=event.error, request_id=event.request_id)
+        else:
+            body = ErrorBody(code=event.code, message=event.error)
+        frames.append(ErrorFrame(error=body))
         if not conn.events:
             text(f"Sorry, I could not do that: {event.error}")
     elif isinstance(event, ClarificationRequested):
         if conn.events:
             frames.append(
-                {
-                    "event": "clarification",
-                    "request_id": event.request_id,
-                    "questions": [q.model_dump() for q in event.questions],
-                }
+                ClarificationEvent(
+                    event="clarification", request_id=event.request_id, questions=event.questions
+                )
             )
         else:
             text(questions_text(event))
@@ -199,28 +210,29 @@ def questions_text(event: ClarificationRequested) -> str:
     return "\n".join(lines)
 
 
-def end_frame(conn: Connection, done: Outcome) -> dict[str, Any]:
-    frame: dict[str, Any] = {"on_chat_model_end": True}
+def end_frame(conn: Connection, done: Outcome) -> EndFrame:
     if not conn.events:
-        return frame
-    frame["request_id"] = done.request_id
+        return EndFrame(on_chat_model_end=True)
+    rid = done.request_id
     if isinstance(done, RequestCompleted):
-        frame["status"] = done.status
-        frame["metadata"] = done.model_dump(
-            mode="json", exclude={"kind", "output", "event_id", "ts", "session_id"}
+        meta = done.model_dump(exclude={"kind", "output", "event_id", "ts", "session_id"})
+        return EndFrame(
+            on_chat_model_end=True,
+            request_id=rid,
+            status=done.status,
+            metadata=CompletedMetadata.model_validate(meta),
         )
-    elif isinstance(done, RequestFailed):
-        frame["status"] = "failed"
-        frame["metadata"] = {"code": done.code, "error": done.error, "trace_id": done.trace_id}
-    elif isinstance(done, RequestCancelled):
-        frame["status"] = "cancelled"
-        frame["metadata"] = {"reason": done.reason, "trace_id": done.trace_id}
-    else:
-        frame["status"] = "awaiting_clarification"
-        frame["metadata"] = {
-            "source": done.source,
-            "attempt": done.attempt,
-            "questions": [q.model_dump() for q in done.questions],
-            "trace_id": getattr(done, "trace_id", None),
-        }
-    return frame
+    if isinstance(done, RequestFailed):
+        failed = FailedMetadata(code=done.code, error=done.error, trace_id=done.trace_id)
+        return EndFrame(on_chat_model_end=True, request_id=rid, status="failed", metadata=failed)
+    if isinstance(done, RequestCancelled):
+        cancelled = CancelledMetadata(reason=done.reason, trace_id=done.trace_id)
+        return EndFrame(
+            on_chat_model_end=True, request_id=rid, status="cancelled", metadata=cancelled
+        )
+    asked = ClarificationMetadata(
+        source=done.source, attempt=done.attempt, questions=done.questions, trace_id=None
+    )
+    return EndFrame(
+        on_chat_model_end=True, request_id=rid, status="awaiting_clarification", metadata=asked
+    )

@@ -13,24 +13,23 @@ import logging
 import time
 from dataclasses import dataclass
 
-import nats.js.errors
 from nats.js.kv import KeyValue
 from opentelemetry import trace
 
 from contracts import (
-    FINAL_STATUSES,
     CancelRequested,
     ChatRequested,
     ClarificationAnswered,
-    RequestStatus,
-    parse_event,
+    ClarificationRequested,
+    Outcome,
+    Question,
+    RequestRecord,
 )
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
-from services.gateway.hub import OUTCOMES, Outcome
 from services.gateway.limits import Limits
 from services.runtime.bus import Bus, msg_id
-from services.runtime.kvstore import get_model, key_for
-from services.runtime.outcomes import create_status
+from services.runtime.kvstore import key_for
+from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.telemetry import current_trace_id
 
 log = logging.getLogger("sidekick.gateway")
@@ -68,34 +67,35 @@ class Intake:
     async def start(self) -> None:
         self._index = await self.bus.bucket("index")
 
-    async def owned(self, principal: str, request_id: str) -> RequestStatus:
+    async def owned(self, principal: str, request_id: str) -> RequestRecord:
         """The principal's request, or NotFound (also when another principal owns it)."""
-        status, _ = await self.status(request_id)
-        if status is None or status.principal != principal:
-            raise NotFound(f"No request {request_id}.")
-        return status
+        return (await self._owned(principal, request_id)).value
 
-    async def status(self, request_id: str) -> tuple[RequestStatus | None, int]:
+    async def _owned(self, principal: str, request_id: str) -> Tracked:
+        tracked = await self.load(request_id)
+        if tracked is None or tracked.value.principal != principal:
+            raise NotFound(f"No request {request_id}.")
+        return tracked
+
+    async def load(self, request_id: str) -> Tracked | None:
         try:
-            return await get_model(self.bus.kv.status, request_id, RequestStatus)
+            return await self.bus.requests.load(request_id)
         except Exception as exc:
             raise Unavailable("The request store is unavailable; please retry.") from exc
 
+    async def record(self, request_id: str) -> RequestRecord | None:
+        tracked = await self.load(request_id)
+        return tracked.value if tracked is not None else None
+
     async def outcome(self, request_id: str) -> Outcome | None:
-        """The stored end (or clarification) of a request, if it has one."""
-        try:
-            entry = await self.bus.kv.results.get(request_id)
-        except nats.js.errors.KeyNotFoundError:
-            return None
-        if not entry.value:
-            return None
-        event = parse_event(entry.value)
-        return event if isinstance(event, OUTCOMES) else None
+        """The stored end (or open clarification) of a request, if it has one."""
+        record = await self.record(request_id)
+        return record.outcome if record is not None else None
 
     async def submit(self, principal: str, req: Request, request_id: str) -> bool:
-        """Accept a new request: limits, status record, index, then `chat.requested`.
+        """Accept a new request: limits, its record, the index, then `chat.requested`.
         Returns False when this principal already sent this request id (a retry)."""
-        existing, _ = await self.status(request_id)
+        existing = await self.record(request_id)
         if existing is not None:
             if existing.principal != principal:
                 raise Conflict(f"The request id {request_id} is already in use.")
@@ -122,17 +122,18 @@ class Intake:
     async def _accept(
         self, principal: str, request_id: str, req: Request, event: ChatRequested
     ) -> None:
-        status = RequestStatus(
+        record = RequestRecord(
             request_id=request_id,
             session_id=req.session_id,
             principal=principal,
             text=req.text,
             success_criteria=req.success_criteria,
+            state="accepted",
             status="queued",
             trace_id=current_trace_id(),
         )
         try:
-            if not await create_status(self.bus, status):
+            if await self.bus.requests.create(record) is None:
                 self.limits.release(request_id)
                 raise Conflict(f"The request id {request_id} is already in use.")
             await self._remember(principal, request_id)
@@ -156,40 +157,46 @@ class Intake:
         message: str = "",
         answers: dict[str, str] | None = None,
         additional_context: str | None = None,
-    ) -> RequestStatus:
-        """Resume a parked request with the user's answers (ClarificationAnswered)."""
-        status, revision = await self.status(request_id)
-        if status is None or status.principal != principal:
-            raise NotFound(f"No request {request_id}.")
-        if status.status != "awaiting_clarification":
-            raise Conflict(
-                f"Request {request_id} is not waiting for an answer (it is {status.status})."
-            )
+    ) -> RequestRecord:
+        """Resume a parked request with the user's answers (ClarificationAnswered). Exactly one
+        of several concurrent answers wins: each moves the request's record from
+        awaiting_clarification by compare-and-set, and every other one gets Conflict."""
+        tracked = await self._owned(principal, request_id)
         self.admit(principal, request_id)
+        parked = tracked.revision
+        try:
+            tracked = await self.bus.requests.move(
+                request_id, "decided", known=tracked, clarification_questions=[]
+            )
+        except IllegalMove as exc:
+            self.limits.release(request_id)
+            now = exc.current.value.status if exc.current is not None else "gone"
+            raise Conflict(
+                f"Request {request_id} is not waiting for an answer (it is {now})."
+            ) from exc
         event = ClarificationAnswered(
             request_id=request_id,
-            session_id=status.session_id,
+            session_id=tracked.value.session_id,
             answers=answers or {},
             message=message,
             additional_context=additional_context,
         )
         try:
-            # One answer per parking: the status record's revision changes when the request
-            # parks again, so a double-sent answer is dropped by the server, a later one is not.
             await self.bus.publish(
                 event,
                 self.bus.subjects.request_answered,
-                dedupe_key=msg_id(request_id, "answered", revision),
+                dedupe_key=msg_id(request_id, "answered", parked),
             )
         except Exception as exc:
             self.limits.release(request_id)
+            await self._unanswer(tracked)
             raise Unavailable("Sidekick could not pass on the answer; please retry.") from exc
-        return status
+        return tracked.value
 
-    async def cancel(self, principal: str, request_id: str) -> RequestStatus:
+    async def cancel(self, principal: str, request_id: str) -> RequestRecord:
         """Ask every hop to stop the request. NotFound for others'; Conflict once it ended."""
         status = await self.owned(principal, request_id)
-        if status.status in FINAL_STATUSES:
+        if status.ended:
             raise Conflict(f"Request {request_id} has already ended ({status.status}).")
         event = CancelRequested(request_id=request_id, session_id=status.session_id)
         try:
@@ -199,6 +206,19 @@ class Intake:
         except Exception as exc:
             raise Unavailable("Sidekick could not pass on the cancel; please retry.") from exc
         return status
+
+    async def _unanswer(self, tracked: Tracked) -> None:
+        """Put a request whose answer could not be passed on back to waiting, so that the
+        user's retry can answer it."""
+        try:
+            await self.bus.requests.move(
+                tracked.value.request_id,
+                "awaiting_clarification",
+                known=tracked,
+                clarification_questions=_asked(tracked.value),
+            )
+        except Exception as exc:
+            log.warning("could not reopen %s for answers: %r", tracked.value.request_id, exc)
 
     def admit(self, principal: str, request_id: str) -> None:
         refusal = self.limits.admit(principal, request_id)
@@ -226,3 +246,9 @@ class Intake:
         assert self._index is not None, "Intake.start() has not run"
         key = f"{key_for(principal)}.{time.time_ns():020d}.{key_for(request_id)[:12]}"
         await self._index.put(key, request_id.encode())
+
+
+def _asked(record: RequestRecord) -> list[Question]:
+    """The questions of the request's open clarification."""
+    outcome = record.outcome
+    return list(outcome.questions) if isinstance(outcome, ClarificationRequested) else []

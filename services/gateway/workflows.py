@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from contracts import FINAL_STATUSES, RequestStatus, new_id
-from services.gateway.api import REQUEST_ID, guarded, parse_body, path_id
+from contracts import RequestRecord, new_id
+from contracts.http import (
+    CreateWorkflow,
+    ValidationDetail,
+    WorkflowAccepted,
+    WorkflowFeedback,
+    WorkflowList,
+    WorkflowResumed,
+    WorkflowState,
+    WorkflowSummary,
+    WorkflowView,
+)
+from services.gateway.api import REQUEST_ID, guarded, parse_body, path_id, query_limit, respond
 from services.gateway.auth import Auth
 from services.gateway.errors import Conflict, Invalid
 from services.gateway.intake import Intake, scoped, unscoped
@@ -29,61 +38,38 @@ from services.gateway.intake import Request as NewRequest
 MAX_LIST = 200
 
 
-class Body(BaseModel):
-    """Lenient about unknown keys (the seed's clients send extras), strict about types."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class CreateWorkflow(Body):
-    text: StrictStr = Field(min_length=1, description="What to do.")
-    skip_cache: StrictBool = Field(default=False, description="Bypass the semantic cache.")
-    success_criteria: StrictStr | None = Field(default=None, description="How to judge it.")
-
-
-class WorkflowFeedback(Body):
-    responses: dict[StrictStr, StrictStr] = Field(
-        default_factory=dict, description="Answers by question id."
+def view(record: RequestRecord) -> WorkflowView:
+    return WorkflowView(
+        workflow_id=record.request_id,
+        status=record.status,
+        state=WorkflowState(
+            text=record.text,
+            success_criteria=record.success_criteria,
+            session=unscoped(record.principal, record.session_id),
+            clarification_questions=record.clarification_questions,
+            worker_type=record.worker_type,
+            attempt=record.attempt,
+            detail=record.detail,
+            error=record.error,
+            trace_id=record.trace_id,
+            cached=record.cached,
+        ),
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        completed_at=record.completed_at,
+        final_output=record.final_output,
     )
-    ratings: dict[StrictStr, StrictInt | StrictFloat | StrictStr] | None = Field(
-        default=None, description="Ratings, passed on as context."
+
+
+def summary(record: RequestRecord) -> WorkflowSummary:
+    return WorkflowSummary(
+        workflow_id=record.request_id,
+        status=record.status,
+        text=record.text,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        completed_at=record.completed_at,
     )
-    approval: StrictBool | None = Field(default=None, description="Approval, passed on.")
-    additional_context: StrictStr | None = Field(default=None, description="Anything else.")
-
-
-def view(status: RequestStatus) -> dict[str, Any]:
-    return {
-        "workflow_id": status.request_id,
-        "status": status.status,
-        "state": {
-            "text": status.text,
-            "success_criteria": status.success_criteria,
-            "session": unscoped(status.principal, status.session_id),
-            "clarification_questions": [q.model_dump() for q in status.clarification_questions],
-            "worker_type": status.worker_type,
-            "attempt": status.attempt,
-            "detail": status.detail,
-            "error": status.error,
-            "trace_id": status.trace_id,
-            "cached": status.cached,
-        },
-        "created_at": status.created_at.isoformat(),
-        "updated_at": status.updated_at.isoformat(),
-        "completed_at": status.completed_at.isoformat() if status.completed_at else None,
-        "final_output": status.final_output,
-    }
-
-
-def summary(status: RequestStatus) -> dict[str, Any]:
-    return {
-        "workflow_id": status.request_id,
-        "status": status.status,
-        "text": status.text,
-        "created_at": status.created_at.isoformat(),
-        "updated_at": status.updated_at.isoformat(),
-        "completed_at": status.completed_at.isoformat() if status.completed_at else None,
-    }
 
 
 class Workflows:
@@ -111,7 +97,7 @@ class Workflows:
         if len(body.text) > self.max_chars:
             raise Invalid(
                 f"text is limited to {self.max_chars} characters.",
-                [{"loc": ["body", "text"], "msg": "too long", "type": "string_too_long"}],
+                [ValidationDetail(loc=["body", "text"], msg="too long", type="string_too_long")],
             )
         workflow_id = new_id()
         new = NewRequest(
@@ -121,30 +107,26 @@ class Workflows:
             skip_cache=body.skip_cache,
         )
         await self.intake.submit(principal, new, workflow_id)
-        return JSONResponse(
-            {"workflow_id": workflow_id, "status": "queued", "message": "Workflow accepted."},
-            status_code=201,
-            headers={"location": f"/api/workflows/{workflow_id}"},
+        accepted = WorkflowAccepted(
+            workflow_id=workflow_id, status="queued", message="Workflow accepted."
         )
+        return respond(accepted, 201, location=f"/api/workflows/{workflow_id}")
 
     async def list(self, request: Request, principal: str) -> Response:
-        try:
-            limit = max(1, min(int(request.query_params.get("limit", "50")), MAX_LIST))
-        except ValueError as exc:
-            raise Invalid("limit must be a whole number.") from exc
+        limit = query_limit(request, default=50, most=MAX_LIST)
         ids = await self.intake.recent(principal, limit)
-        found = await asyncio.gather(*(self.intake.status(rid) for rid in ids))
-        items = [summary(s) for s, _ in found if s is not None and s.principal == principal]
-        return JSONResponse({"workflows": items})
+        found = await asyncio.gather(*(self.intake.record(rid) for rid in ids))
+        items = [summary(s) for s in found if s is not None and s.principal == principal]
+        return respond(WorkflowList(workflows=items))
 
     async def get(self, request: Request, principal: str) -> Response:
         status = await self.intake.owned(principal, path_id(request, "workflow_id", REQUEST_ID))
-        return JSONResponse(view(status))
+        return respond(view(status))
 
     async def delete(self, request: Request, principal: str) -> Response:
         workflow_id = path_id(request, "workflow_id", REQUEST_ID)
         status = await self.intake.owned(principal, workflow_id)
-        if status.status not in FINAL_STATUSES:
+        if not status.ended:
             # Conflict: it ended meanwhile, and cancelling what has ended is already done.
             with contextlib.suppress(Conflict):
                 await self.intake.cancel(principal, workflow_id)
@@ -165,7 +147,7 @@ class Workflows:
                 f"Unknown question id(s): {', '.join(unknown)}; "
                 f"open questions: {', '.join(questions) or 'none'}.",
                 [
-                    {"loc": ["body", "responses", u], "msg": "unknown", "type": "key"}
+                    ValidationDetail(loc=["body", "responses", u], msg="unknown", type="key")
                     for u in unknown
                 ],
             )
@@ -184,10 +166,10 @@ class Workflows:
             answers=dict(body.responses),
             additional_context="\n".join(extra) or None,
         )
-        return JSONResponse(
-            {
-                "workflow_id": workflow_id,
-                "status": "resumed",
-                "message": "Thanks: the workflow continues with your answers.",
-            }
+        return respond(
+            WorkflowResumed(
+                workflow_id=workflow_id,
+                status="resumed",
+                message="Thanks: the workflow continues with your answers.",
+            )
         )

@@ -7,21 +7,37 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
 
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import ClarificationRequested, SessionRecord, new_id
-from contracts.client import AuthFrame, CancelFrame, ErrorCode, InitFrame, MessageFrame
+from contracts import ClarificationRequested, Outcome, new_id
+from contracts.frames import (
+    CLIENT_FRAME,
+    AckEvent,
+    AuthenticatedFrame,
+    AuthFrame,
+    CancelFrame,
+    EndFrame,
+    ErrorBody,
+    ErrorCode,
+    ErrorFrame,
+    InitFrame,
+    MessageFrame,
+    ReadyEvent,
+    RejectedMetadata,
+    ReplayEvent,
+    in_kind,
+)
+from contracts.http import ErrorResponse
 from services.gateway.auth import Auth
 from services.gateway.errors import GatewayError
-from services.gateway.hub import Connection, Hub, Outcome, outcome_frames
+from services.gateway.hub import Connection, Hub, outcome_frames
 from services.gateway.intake import Intake, Request, scoped
 from services.runtime.bus import Bus
 from services.runtime.metrics import GATEWAY_FRAMES_REJECTED
-from services.runtime.outcomes import load_session, update_session
+from services.runtime.sessions import load_session, mark_delivered, update_session
 
 __all__ = ["ChatSocket", "scoped"]
 
@@ -86,9 +102,9 @@ class ChatSocket:
     async def _deny(self, ws: WebSocket) -> None:
         """A wrong token in the Authorization header: refuse the handshake with 401."""
         GATEWAY_FRAMES_REJECTED.labels("unauthorized").inc()
-        body = {"error": {"code": "unauthorized", "message": "Invalid bearer token."}}
+        body = ErrorResponse(error=ErrorBody(code="unauthorized", message="Invalid bearer token."))
         if "websocket.http.response" in ws.scope.get("extensions", {}):
-            await ws.send_denial_response(JSONResponse(body, status_code=401))
+            await ws.send_denial_response(JSONResponse(body.wire(), status_code=401))
         else:
             await ws.close(code=CLOSE_UNAUTHORIZED)
 
@@ -120,59 +136,71 @@ class ChatSocket:
             return self.reject(conn, "invalid_json", "The frame is not valid JSON.")
         if not isinstance(data, dict):
             return self.reject(conn, "invalid_frame", "A frame must be a JSON object.")
+        kind = in_kind(data)
+        if kind != "auth" and not conn.authenticated:
+            return await self._unauthorized(
+                conn, 'Authenticate first: send {"auth": "<token>"} or a Bearer header.'
+            )
+        if kind is None:
+            return self.reject(
+                conn,
+                "invalid_frame",
+                'Unknown frame: expected {"init": true, "uuid": ...}, {"uuid": ..., '
+                '"message": ...} or {"cancel": "<request_id>"}.',
+            )
         try:
-            if "auth" in data:
-                return await self.on_auth(conn, AuthFrame.model_validate(data))
-            if not conn.authenticated:
-                return await self._unauthorized(
-                    conn, 'Authenticate first: send {"auth": "<token>"} or a Bearer header.'
-                )
-            if data.get("init") is True:
-                return await self.on_init(conn, InitFrame.model_validate(data))
-            if "message" in data:
-                return await self.on_message(conn, MessageFrame.model_validate(data))
-            if "cancel" in data:
-                return await self.on_cancel(conn, CancelFrame.model_validate(data))
+            frame = CLIENT_FRAME.validate_python(data)
         except ValidationError as exc:
             return self.reject(conn, "invalid_frame", f"Invalid frame: {describe(exc)}")
-        return self.reject(
-            conn,
-            "invalid_frame",
-            'Unknown frame: expected {"init": true, "uuid": ...}, {"uuid": ..., "message": ...} '
-            'or {"cancel": "<request_id>"}.',
-        )
+        if isinstance(frame, AuthFrame):
+            return await self.on_auth(conn, frame)
+        if isinstance(frame, InitFrame):
+            return await self.on_init(conn, frame)
+        if isinstance(frame, MessageFrame):
+            return await self.on_message(conn, frame)
+        return await self.on_cancel(conn, frame)
 
     def reject(
         self, conn: Connection, code: ErrorCode, message: str, request_id: str | None = None
     ) -> None:
         GATEWAY_FRAMES_REJECTED.labels(code).inc()
-        error: dict[str, Any] = {"code": code, "message": message}
         if request_id is not None and conn.events:
-            error["request_id"] = request_id
-        conn.send({"error": error})
+            conn.send(
+                ErrorFrame(error=ErrorBody(code=code, message=message, request_id=request_id))
+            )
+        else:
+            conn.send(ErrorFrame(error=ErrorBody(code=code, message=message)))
 
     def refuse(self, conn: Connection, exc: GatewayError, request_id: str | None) -> None:
         """A well-formed message that cannot be taken: the error, then an end frame, so a
         client waiting for the end of its turn is not left waiting."""
         self.reject(conn, exc.code, exc.message, request_id)
-        end: dict[str, Any] = {"on_chat_model_end": True}
         if conn.events and request_id is not None:
-            end.update(request_id=request_id, status="rejected", metadata={"code": exc.code})
-        conn.send(end)
+            rejected = RejectedMetadata(code=exc.code)
+            conn.send(
+                EndFrame(
+                    on_chat_model_end=True,
+                    request_id=request_id,
+                    status="rejected",
+                    metadata=rejected,
+                )
+            )
+        else:
+            conn.send(EndFrame(on_chat_model_end=True))
 
     async def on_auth(self, conn: Connection, frame: AuthFrame) -> None:
         principal = self.auth.principal(frame.auth)
         if principal is None or (conn.authenticated and principal != conn.principal):
             return await self._unauthorized(conn, "Invalid token.")
         conn.principal, conn.authenticated = principal, True
-        conn.send({"authenticated": True, "principal": principal})
+        conn.send(AuthenticatedFrame(authenticated=True, principal=principal))
 
     async def on_init(self, conn: Connection, frame: InitFrame) -> None:
         conn.events = conn.events or frame.events
         session_id = scoped(conn.principal, frame.uuid)
         self.hub.attach(conn, session_id)
         if conn.events:
-            conn.send({"event": "ready", "uuid": frame.uuid})
+            conn.send(ReadyEvent(event="ready", uuid=frame.uuid))
         await self.replay(conn, session_id)
 
     async def on_message(self, conn: Connection, frame: MessageFrame) -> None:
@@ -190,7 +218,7 @@ class ChatSocket:
                 status = await self.intake.answer(conn.principal, parked, message=frame.message)
                 self.hub.attach(conn, status.session_id)
                 if conn.events:
-                    conn.send({"event": "ack", "request_id": parked, "action": "answer"})
+                    conn.send(AckEvent(event="ack", request_id=parked, action="answer"))
                 return
         except GatewayError as exc:
             return self.refuse(conn, exc, frame.reply_to)
@@ -207,7 +235,7 @@ class ChatSocket:
         except GatewayError as exc:
             return self.refuse(conn, exc, request_id)
         if conn.events:
-            conn.send({"event": "ack", "request_id": request_id, "action": "message"})
+            conn.send(AckEvent(event="ack", request_id=request_id, action="message"))
         if not fresh:  # a retried id: answer from the stored outcome if it already ended
             await self._send_stored(conn, request_id)
 
@@ -220,7 +248,7 @@ class ChatSocket:
         record = await load_session(self.bus, session_id)
         if record.parked is None:
             return None
-        status, _ = await self.intake.status(record.parked)
+        status = await self.intake.record(record.parked)
         if (
             status is None
             or status.principal != conn.principal
@@ -236,7 +264,7 @@ class ChatSocket:
             return self.reject(conn, exc.code, exc.message, frame.cancel)
         self.hub.attach(conn, status.session_id)
         if conn.events:
-            conn.send({"event": "ack", "request_id": frame.cancel, "action": "cancel"})
+            conn.send(AckEvent(event="ack", request_id=frame.cancel, action="cancel"))
 
     async def _send_stored(self, conn: Connection, request_id: str) -> None:
         outcome = await self.intake.outcome(request_id)
@@ -264,26 +292,20 @@ class ChatSocket:
                 if isinstance(outcome, ClarificationRequested):
                     await self._send(conn, outcome)
             if sent:
-                await update_session(self.bus, session_id, lambda rec: _drop(rec, sent))
+                await update_session(self.bus, session_id, lambda rec: mark_delivered(rec, sent))
         except Exception as exc:  # the live socket must survive a store hiccup
             log.warning("could not replay session %s: %r", session_id, exc)
 
     async def _send(self, conn: Connection, outcome: Outcome) -> None:
         if conn.mark_seen(outcome.event_id):
             if conn.events:  # the whole answer follows: a client may drop what it streamed
-                conn.send({"event": "replay", "request_id": outcome.request_id})
+                conn.send(ReplayEvent(event="replay", request_id=outcome.request_id))
             for frame in outcome_frames(conn, outcome):
                 conn.send(frame)
 
 
-def _drop(record: SessionRecord, request_ids: list[str]) -> SessionRecord | None:
-    undelivered = [r for r in record.undelivered if r not in request_ids]
-    if undelivered == record.undelivered:
-        return None
-    return record.model_copy(update={"undelivered": undelivered})
-
-
 def describe(exc: ValidationError) -> str:
+    # The first element of a location is the union's tag (which frame), not a field.
     return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'frame'}: {e['msg']}" for e in exc.errors()[:5]
+        f"{'.'.join(str(p) for p in e['loc'][1:]) or 'frame'}: {e['msg']}" for e in exc.errors()[:5]
     )

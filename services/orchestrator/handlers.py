@@ -1,5 +1,7 @@
-"""Orchestrator handlers: fold each event into the request's state (CAS in KV), then publish
-what the state says comes next."""
+"""Orchestrator handlers: fold each event into the attempt loop's state (compare-and-set in KV),
+move the request's record along its lifecycle, then publish what the loop's state says comes
+next. Each step of `_advance` moves the record first: when the lifecycle refuses (the request
+was cancelled or ended elsewhere meanwhile) nothing is published."""
 
 from __future__ import annotations
 
@@ -7,9 +9,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 
 from contracts import (
     CancelRequested,
@@ -20,20 +19,21 @@ from contracts import (
     RequestCompleted,
     RequestFailed,
     RequestRouted,
-    Source,
     VerdictIssued,
     WorkerResult,
     parse_event,
 )
 from services.orchestrator import loop, prompts
-from services.orchestrator.cache import SemanticCache
-from services.orchestrator.loop import Dispatch, Evaluate, Finish, RequestState
+from services.orchestrator.cache import CacheEntry, SemanticCache
+from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
+from services.orchestrator.tracing import in_attempt, write_attempt_span
 from services.runtime import cancels
 from services.runtime.bus import Bus, msg_id
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
 from services.runtime.kvstore import get_model, mutate
+from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.llm import LLMClient
 from services.runtime.metrics import (
     ATTEMPTS,
@@ -42,12 +42,11 @@ from services.runtime.metrics import (
     EVAL_SCORE,
     VERDICTS,
 )
-from services.runtime.outcomes import finish, is_finished, load_status, update_status
+from services.runtime.outcomes import finish
 from services.runtime.prompts import conversation
-from services.runtime.telemetry import current_ids, new_span_id, preset_span_id, remote_parent
+from services.runtime.telemetry import current_ids, new_span_id
 
 log = logging.getLogger("sidekick.orchestrator")
-tracer = trace.get_tracer("sidekick.orchestrator")
 
 
 class Orchestrator:
@@ -68,42 +67,37 @@ class Orchestrator:
     # --- events in -------------------------------------------------------------------------
 
     async def on_routed(self, req: RequestRouted) -> None:
-        if await is_finished(self.bus, req.request_id):
+        tracked = await self.bus.requests.load(req.request_id)
+        if tracked is None or tracked.value.ended:
+            return  # unknown, or ended already (cancelled early, or a redelivery)
+        state = await self._start(req)
+        try:
+            if tracked.value.state == "accepted":
+                tracked = await self.bus.requests.move(
+                    req.request_id, "routed", known=tracked, detail=req.reason
+                )
+            if state.status == "deciding":
+                hit = await self.cache.lookup(req.request_id, req.message, skip=req.skip_cache)
+                if hit is not None:
+                    await finish(self.bus, _cached(req, hit), known=tracked)
+                    return
+                state = await self._decide(req)
+            if state.decision is not None and tracked.value.state == "routed":
+                tracked = await self._decided(state, tracked)
+        except IllegalMove as exc:
+            log.info("request %s moved on elsewhere: %s", req.request_id, exc)
             return
-        status = await load_status(self.bus, req.request_id)
-        if status is not None and status.status == "cancelled":
-            return
-        max_attempts = self.bus.settings.max_attempts
-        ids = current_ids()
-
-        def create(cur: RequestState | None) -> RequestState | None:
-            if cur is not None:
-                return None
-            state = loop.start(req, max_attempts)
-            if ids:
-                state = state.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
-            return state
-
-        state = await mutate(self.bus.kv.requests, req.request_id, RequestState, create)
-        assert state is not None
-        if state.status == "deciding":
-            await update_status(self.bus, req.request_id, status="planning", detail=req.reason)
-            hit = await self.cache.lookup(req.request_id, req.message, skip=req.skip_cache)
-            if hit is not None:
-                await self._answer_from_cache(req, hit.output, hit.worker_type, hit.sources)
-                return
-            state = await self._decide(req)
-        await self._advance(state)
+        await self._advance(state, tracked)
 
     async def on_result(self, result: WorkerResult) -> None:
         state = await self._update(result.request_id, lambda s: loop.on_result(s, result))
         if state.status != "evaluating":  # the attempt ended without a verdict
-            self._attempt_span(state, result.attempt)
+            write_attempt_span(state, result.attempt)
         await self._advance(state)
 
     async def on_verdict(self, event: VerdictIssued) -> None:
         state = await self._update(event.request_id, lambda s: loop.on_verdict(s, event))
-        self._attempt_span(state, event.attempt)
+        write_attempt_span(state, event.attempt)
         if event.verdict is not None:
             await self._progress(
                 state,
@@ -120,24 +114,24 @@ class Orchestrator:
     async def on_answered(self, event: ClarificationAnswered) -> None:
         state = await self._update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
-        if state.status != "awaiting_clarification":
-            await update_status(self.bus, event.request_id, clarification_questions=[])
         await self._advance(state)
 
     async def on_cancel(self, event: CancelRequested) -> None:
         CANCELLATIONS.labels("orchestrator").inc()
         await cancels.flag(self.bus, event.request_id, event.reason)
         await self.parking.release(event.request_id)
-        state, _ = await get_model(self.bus.kv.requests, event.request_id, RequestState)
+        state, _ = await get_model(self.bus.kv.requests, event.request_id, LoopState)
         if state is None:
             # Not orchestrated (yet): end it here; whoever else finishes later loses the race.
-            status = await load_status(self.bus, event.request_id)
-            if status is None:
+            tracked = await self.bus.requests.load(event.request_id)
+            if tracked is None:
                 return
             cancelled = RequestCancelled(
-                request_id=event.request_id, session_id=status.session_id, reason=event.reason
+                request_id=event.request_id,
+                session_id=tracked.value.session_id,
+                reason=event.reason,
             )
-            await finish(self.bus, cancelled, user_message=status.text)
+            await finish(self.bus, cancelled, known=tracked)
             return
         state = await self._update(event.request_id, lambda s: loop.cancelled(s, event.reason))
         await self._advance(state)
@@ -181,7 +175,24 @@ class Orchestrator:
 
     # --- steps -----------------------------------------------------------------------------
 
-    async def _decide(self, req: RequestRouted) -> RequestState:
+    async def _start(self, req: RequestRouted) -> LoopState:
+        """The loop's state for this request, created on first sight."""
+        max_attempts = self.bus.settings.max_attempts
+        ids = current_ids()
+
+        def create(cur: LoopState | None) -> LoopState | None:
+            if cur is not None:
+                return None
+            state = loop.start(req, max_attempts)
+            if ids:
+                state = state.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
+            return state
+
+        state = await mutate(self.bus.kv.requests, req.request_id, LoopState, create)
+        assert state is not None
+        return state
+
+    async def _decide(self, req: RequestRouted) -> LoopState:
         try:
             decision = await self.llm.structured(
                 conversation(
@@ -203,76 +214,60 @@ class Orchestrator:
             await self._progress(state, "decided", f"{d.worker_type}: {d.task_description}")
         return state
 
-    async def _answer_from_cache(
-        self, req: RequestRouted, output: str, worker_type: str, sources: list[Source]
-    ) -> None:
-        done = RequestCompleted.model_validate(
-            {
-                "request_id": req.request_id,
-                "session_id": req.session_id,
-                "status": "completed",
-                "output": output,
-                "route": "cached",
-                "worker_type": worker_type,
-                "sources": sources,
-            }
+    async def _decided(self, state: LoopState, tracked: Tracked) -> Tracked:
+        assert state.decision is not None
+        d = state.decision
+        return await self.bus.requests.move(
+            state.request.request_id,
+            "decided",
+            known=tracked,
+            worker_type=d.worker_type,
+            detail=f"{d.worker_type}: {d.task_description}",
         )
-        await self._update(req.request_id, lambda s: s.model_copy(update={"status": "completed"}))
-        await finish(self.bus, done, user_message=req.message)
 
     async def _give_up(self, request_id: str, exc: BaseException, session_id: str) -> None:
         error = f"Sidekick could not continue this request: {exc}"
-        state, _ = await get_model(self.bus.kv.requests, request_id, RequestState)
+        state, _ = await get_model(self.bus.kv.requests, request_id, LoopState)
         if state is None:
-            status = await load_status(self.bus, request_id)
+            tracked = await self.bus.requests.load(request_id)
             failed = RequestFailed(
                 request_id=request_id,
-                session_id=status.session_id if status else session_id,
+                session_id=tracked.value.session_id if tracked else session_id,
                 code="delivery_exhausted",
                 error=error,
             )
-            await finish(self.bus, failed, user_message=status.text if status else "")
+            await finish(self.bus, failed, known=tracked)
             return
         state = await self._update(
             request_id, lambda s: loop.failed(s, "delivery_exhausted", error)
         )
         await self._advance(state)
 
-    async def _update(
-        self, request_id: str, change: Callable[[RequestState], RequestState]
-    ) -> RequestState:
-        def apply(cur: RequestState | None) -> RequestState | None:
+    async def _update(self, request_id: str, change: Callable[[LoopState], LoopState]) -> LoopState:
+        def apply(cur: LoopState | None) -> LoopState | None:
             if cur is None:
                 raise LookupError(f"no state for request {request_id}")
             new = change(cur)
             return None if new == cur else new
 
-        state = await mutate(self.bus.kv.requests, request_id, RequestState, apply)
+        state = await mutate(self.bus.kv.requests, request_id, LoopState, apply)
         assert state is not None
         return state
 
-    async def _advance(self, state: RequestState) -> None:
-        for message in loop.next_messages(state):
-            if isinstance(message, Dispatch):
-                await self._dispatch(state, message)
-            elif isinstance(message, Evaluate):
-                ev = message.request
-                await update_status(
-                    self.bus,
-                    ev.request_id,
-                    status="validating",
-                    detail=f"judging attempt {ev.attempt}",
-                )
-                with self._in_attempt(state, ev.attempt):
-                    await self.bus.publish(
-                        ev,
-                        self.bus.subjects.evaluator_run,
-                        dedupe_key=msg_id(ev.request_id, "evaluate", ev.attempt),
-                    )
-            elif isinstance(message, Finish):
-                await self._finish(state, message)
+    async def _advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
+        """Publish what the loop's state says comes next, moving the request's record first."""
+        try:
+            for message in loop.next_messages(state):
+                if isinstance(message, Dispatch):
+                    await self._dispatch(state, message, tracked)
+                elif isinstance(message, Evaluate):
+                    await self._evaluate(state, message, tracked)
+                elif isinstance(message, Finish):
+                    await self._finish(state, message, tracked)
+        except IllegalMove as exc:
+            log.info("request %s moved on elsewhere: %s", state.request.request_id, exc)
 
-    async def _dispatch(self, state: RequestState, message: Dispatch) -> None:
+    async def _dispatch(self, state: LoopState, message: Dispatch, tracked: Tracked | None) -> None:
         task = message.task
         cur = state.current
         if cur is not None and cur.span_id is None and state.trace_id:
@@ -281,28 +276,37 @@ class Orchestrator:
             state = await self._update(
                 task.request_id, lambda s: loop.attempt_started(s, task.attempt, span_id, started)
             )
-        await update_status(
-            self.bus,
+        detail = f"attempt {task.attempt} with {task.worker_type}"
+        await self.bus.requests.move(
             task.request_id,
-            status="researching",
+            "working",
+            known=tracked,
             worker_type=task.worker_type,
             attempt=task.attempt,
-            detail=f"attempt {task.attempt} with {task.worker_type}",
+            detail=detail,
+            clarification_questions=[],
         )
-        await self._progress(
-            state,
-            "attempt_started",
-            f"attempt {task.attempt} with {task.worker_type}",
-            attempt=task.attempt,
-        )
-        with self._in_attempt(state, task.attempt):
+        await self._progress(state, "attempt_started", detail, attempt=task.attempt)
+        with in_attempt(state, task.attempt):
             await self.bus.publish(
                 task,
                 self.bus.subjects.worker_run(task.worker_type),
                 dedupe_key=msg_id(task.request_id, "task", task.attempt),
             )
 
-    async def _finish(self, state: RequestState, message: Finish) -> None:
+    async def _evaluate(self, state: LoopState, message: Evaluate, tracked: Tracked | None) -> None:
+        ev = message.request
+        await self.bus.requests.move(
+            ev.request_id, "evaluating", known=tracked, detail=f"judging attempt {ev.attempt}"
+        )
+        with in_attempt(state, ev.attempt):
+            await self.bus.publish(
+                ev,
+                self.bus.subjects.evaluator_run,
+                dedupe_key=msg_id(ev.request_id, "evaluate", ev.attempt),
+            )
+
+    async def _finish(self, state: LoopState, message: Finish, tracked: Tracked | None) -> None:
         event = message.event
         if event.kind == "request.clarification":
             CLARIFICATIONS.labels(event.source).inc()
@@ -316,49 +320,21 @@ class Orchestrator:
             and event.status == "completed"
             and not state.clarifications
             and event.worker_type is not None
-            and not await is_finished(self.bus, event.request_id)
         ):
-            # Stored before the answer is published, so a repeat sent on seeing the answer
-            # finds it.
-            await self.cache.store(
-                event.request_id,
-                state.request.message,
-                event.output,
-                event.worker_type,
-                list(event.sources),
-            )
-        await finish(self.bus, event, user_message=state.request.message)
+            tracked = tracked or await self.bus.requests.load(event.request_id)
+            if tracked is not None and not tracked.value.ended:
+                # Stored before the answer is published, so a repeat sent on seeing the answer
+                # finds it.
+                await self.cache.store(
+                    event.request_id,
+                    state.request.message,
+                    event.output,
+                    event.worker_type,
+                    list(event.sources),
+                )
+        await finish(self.bus, event, known=tracked)
 
-    def _in_attempt(self, state: RequestState, n: int) -> _AttemptContext:
-        attempt = next((a for a in state.attempts if a.n == n), None)
-        if attempt is None or attempt.span_id is None or state.trace_id is None:
-            return _AttemptContext(None)
-        return _AttemptContext(remote_parent(state.trace_id, attempt.span_id))
-
-    def _attempt_span(self, state: RequestState, n: int) -> None:
-        """Write the span of attempt n, now that its outcome is known. Its id was chosen at
-        dispatch, so the worker's and evaluator's spans are already its children."""
-        attempt = next((a for a in state.attempts if a.n == n), None)
-        if attempt is None or attempt.span_id is None or not state.trace_id or not state.span_id:
-            return
-        attrs: dict[str, str | int | bool] = {"sidekick.attempt": n}
-        if state.decision:
-            attrs["sidekick.worker_type"] = state.decision.worker_type
-        if attempt.verdict is not None:
-            attrs["sidekick.verdict.passed"] = attempt.verdict.passed
-            attrs["sidekick.verdict.score"] = attempt.verdict.score
-        if attempt.result is not None:
-            attrs["sidekick.worker.success"] = attempt.result.success
-        with preset_span_id(int(attempt.span_id, 16)):
-            span = tracer.start_span(
-                f"attempt {n}",
-                context=remote_parent(state.trace_id, state.span_id),
-                start_time=attempt.started_ns,
-                attributes=attrs,
-            )
-        span.end()
-
-    def _observe(self, state: RequestState) -> None:
+    def _observe(self, state: LoopState) -> None:
         ATTEMPTS.observe(len(state.attempts))
         for attempt in state.attempts:
             if attempt.verdict and attempt.result:
@@ -368,7 +344,7 @@ class Orchestrator:
 
     async def _progress(
         self,
-        state: RequestState,
+        state: LoopState,
         stage: str,
         detail: str,
         **fields: object,
@@ -388,17 +364,15 @@ class Orchestrator:
         await self.bus.emit(event, self.bus.subjects.progress(req.request_id))
 
 
-class _AttemptContext:
-    """Make the attempt's span the parent of what is published inside the block."""
-
-    def __init__(self, ctx: otel_context.Context | None) -> None:
-        self.ctx = ctx
-        self.token: object | None = None
-
-    def __enter__(self) -> None:
-        if self.ctx is not None:
-            self.token = otel_context.attach(self.ctx)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.token is not None:
-            otel_context.detach(self.token)  # type: ignore[arg-type]
+def _cached(req: RequestRouted, hit: CacheEntry) -> RequestCompleted:
+    return RequestCompleted.model_validate(
+        {
+            "request_id": req.request_id,
+            "session_id": req.session_id,
+            "status": "completed",
+            "output": hit.output,
+            "route": "cached",
+            "worker_type": hit.worker_type,  # a kind name, checked by the model
+            "sources": hit.sources,
+        }
+    )

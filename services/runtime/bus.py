@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -31,7 +30,9 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects
+from contracts.events import DeadLetter
 from services.runtime import topology
+from services.runtime.lifecycle import Requests
 from services.runtime.metrics import DEAD_LETTERS
 from services.runtime.natsauth import inbox_prefix
 from services.runtime.settings import Settings
@@ -74,10 +75,6 @@ class Buckets:
     @property
     def sessions(self) -> KeyValue:
         return self.get("sessions")
-
-    @property
-    def results(self) -> KeyValue:
-        return self.get("results")
 
     @property
     def ledger(self) -> KeyValue:
@@ -132,6 +129,11 @@ class Bus:
         assert self._buckets is not None, "Bus.setup() has not run"
         return self._buckets
 
+    @property
+    def requests(self) -> Requests:
+        """Request records, moved as this service (see services/runtime/lifecycle.py)."""
+        return Requests(self.kv.status, self.service)
+
     async def publish(self, event: BaseModel, subject: str, *, dedupe_key: str) -> None:
         """Durable publish on JetStream; the server drops a second copy with the same key."""
         await self.broker.publish(
@@ -162,11 +164,12 @@ class Bus:
         self, source: str, reason: str, data: bytes, headers: dict[str, str]
     ) -> None:
         DEAD_LETTERS.labels(source, reason.split(":")[0][:40]).inc()
-        record = {"source": source, "reason": reason, "headers": headers}
+        text: str | None = None
         with contextlib.suppress(UnicodeDecodeError):
-            record["body"] = data.decode()
+            text = data.decode()
+        record = DeadLetter(source=source, reason=reason, headers=headers, body=text)
         await self.broker.publish(
-            json.dumps(record).encode(),
+            record.model_dump_json(exclude_none=True).encode(),
             self.subjects.deadletter(source),
             stream=self.subjects.deadletter_stream,
             timeout=10,

@@ -1,16 +1,29 @@
-"""Small, safe patterns over JetStream KV: compare-and-set updates and key encoding."""
+"""Small, safe patterns over JetStream KV: compare-and-set updates and key encoding.
+
+A caller that has just read or written a key knows its revision; passing that on (`known`)
+lets the next compare-and-set go straight to the write, one round trip instead of two, and
+fall back to reading only when someone else wrote in between."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import nats.js.errors
 from nats.js.kv import KeyValue
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[M]):
+    """A stored value and the revision it was read or written at."""
+
+    value: M
+    revision: int
 
 
 def key_for(value: str) -> str:
@@ -29,17 +42,21 @@ async def get_model(kv: KeyValue, key: str, model: type[M]) -> tuple[M | None, i
     return model.model_validate_json(entry.value), entry.revision or 0
 
 
-async def put_if(kv: KeyValue, key: str, value: BaseModel, revision: int) -> bool:
-    """Write only if the key is still at `revision` (0 = must not exist). False if it moved."""
+async def write_if(kv: KeyValue, key: str, value: BaseModel, revision: int) -> int | None:
+    """Write only if the key is still at `revision` (0 = must not exist); the new revision,
+    or None if the key moved meanwhile."""
     data = value.model_dump_json().encode()
     try:
         if revision == 0:
-            await kv.create(key, data)
-        else:
-            await kv.update(key, data, last=revision)
+            return int(await kv.create(key, data))
+        return int(await kv.update(key, data, last=revision))
     except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.BadRequestError):
-        return False
-    return True
+        return None
+
+
+async def put_if(kv: KeyValue, key: str, value: BaseModel, revision: int) -> bool:
+    """Write only if the key is still at `revision` (0 = must not exist). False if it moved."""
+    return await write_if(kv, key, value, revision) is not None
 
 
 async def mutate(
@@ -51,11 +68,31 @@ async def mutate(
     attempts: int = 20,
 ) -> M | None:
     """Read-modify-write with optimistic concurrency. `change` returns None to leave as is."""
+    done = await mutate_versioned(kv, key, model, change, attempts=attempts)
+    return done.value if done is not None else None
+
+
+async def mutate_versioned(
+    kv: KeyValue,
+    key: str,
+    model: type[M],
+    change: Callable[[M | None], M | None],
+    *,
+    known: Versioned[M] | None = None,
+    attempts: int = 20,
+) -> Versioned[M] | None:
+    """`mutate`, starting from `known` when given, returning the value with its revision."""
     for _ in range(attempts):
-        current, revision = await get_model(kv, key, model)
+        current: M | None
+        if known is not None:
+            current, revision = known.value, known.revision
+            known = None
+        else:
+            current, revision = await get_model(kv, key, model)
         updated = change(current)
         if updated is None:
-            return current
-        if await put_if(kv, key, updated, revision):
-            return updated
+            return Versioned(current, revision) if current is not None else None
+        written = await write_if(kv, key, updated, revision)
+        if written is not None:
+            return Versioned(updated, written)
     raise RuntimeError(f"could not update {key} after {attempts} tries (contention)")

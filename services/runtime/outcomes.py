@@ -1,113 +1,38 @@
-"""How a request ends (or parks), whichever service ends it: publish the event (deduplicated),
-keep it in the results bucket, update the request's status and the session's record (history,
-parked request, results not yet seen by a client)."""
+"""How a request ends (or parks), whichever service ends it: record the outcome on the
+request's record (the first end stands), update the session's record (history, parked request,
+results not yet seen by a client), and publish the outcome to the gateways once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import contextlib
 
 import nats.js.errors
 
 from contracts import (
-    FINAL_STATUSES,
     ClarificationRequested,
-    RequestCancelled,
+    Outcome,
     RequestCompleted,
     RequestFailed,
-    RequestStatus,
-    SessionRecord,
-    Turn,
     WorkflowStatus,
-    parse_event,
-    utcnow,
 )
 from services.runtime.bus import Bus, msg_id
-from services.runtime.kvstore import get_model, key_for, mutate, put_if
+from services.runtime.kvstore import key_for
+from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.metrics import REQUEST_DURATION, REQUESTS
+from services.runtime.sessions import after_outcome, update_session
 from services.runtime.telemetry import current_trace_id
 
-MAX_STORED_TURNS = 50
-MAX_UNDELIVERED = 50
 
-Outcome = RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
-
-
-async def load_session(bus: Bus, session_id: str) -> SessionRecord:
-    record, _ = await get_model(bus.kv.sessions, key_for(session_id), SessionRecord)
-    return record or SessionRecord()
-
-
-async def load_history(bus: Bus, session_id: str, turns: int) -> list[Turn]:
-    if turns <= 0:
-        return []
-    # A "turn" is one user message and its answer.
-    return (await load_session(bus, session_id)).turns[-2 * turns :]
+async def record_step(bus: Bus, request_id: str, status: WorkflowStatus, detail: str) -> None:
+    """A worker's step (researching, synthesizing, ...) into a request that is still in its
+    attempt. Workers may not touch request records (they would see other requests' answers),
+    so the gateway records the step from the worker's progress event; a late or repeated step
+    (every gateway replica hears it) changes nothing."""
+    with contextlib.suppress(IllegalMove):
+        await bus.requests.move(request_id, "working", status=status, detail=detail)
 
 
-async def update_session(
-    bus: Bus, session_id: str, change: Callable[[SessionRecord], SessionRecord | None]
-) -> SessionRecord | None:
-    return await mutate(
-        bus.kv.sessions,
-        key_for(session_id),
-        SessionRecord,
-        lambda cur: change(cur or SessionRecord()),
-    )
-
-
-def _session_after(
-    record: SessionRecord, event: Outcome, user_message: str
-) -> SessionRecord | None:
-    rid = event.request_id
-    turns = list(record.turns)
-    if isinstance(event, RequestCompleted) and not any(t.request_id == rid for t in turns):
-        turns.append(Turn(role="user", content=user_message, request_id=rid))
-        turns.append(Turn(role="assistant", content=event.output, request_id=rid))
-    parked = record.parked
-    if isinstance(event, ClarificationRequested):
-        parked = rid
-    elif parked == rid:
-        parked = None
-    undelivered = [r for r in record.undelivered if r != rid] + [rid]
-    updated = record.model_copy(
-        update={
-            "turns": turns[-MAX_STORED_TURNS:],
-            "parked": parked,
-            "undelivered": undelivered[-MAX_UNDELIVERED:],
-        }
-    )
-    return None if updated == record else updated
-
-
-async def update_status(bus: Bus, request_id: str, **changes: Any) -> RequestStatus | None:
-    """Change fields of a request's status record (created by the gateway at acceptance)."""
-
-    def change(cur: RequestStatus | None) -> RequestStatus | None:
-        if cur is None:
-            return None
-        return cur.model_validate({**cur.model_dump(), **changes, "updated_at": utcnow()})
-
-    return await mutate(bus.kv.status, request_id, RequestStatus, change)
-
-
-async def record_step(
-    bus: Bus, request_id: str, status: WorkflowStatus, detail: str
-) -> RequestStatus | None:
-    """A worker's step into a request that is still under way; a late or repeated step (every
-    gateway replica hears it) changes nothing."""
-
-    def change(cur: RequestStatus | None) -> RequestStatus | None:
-        if cur is None or cur.status in FINAL_STATUSES:
-            return None
-        if (cur.status, cur.detail) == (status, detail):
-            return None
-        return cur.model_copy(update={"status": status, "detail": detail, "updated_at": utcnow()})
-
-    return await mutate(bus.kv.status, request_id, RequestStatus, change)
-
-
-def _labels(event: RequestCompleted | RequestFailed | RequestCancelled) -> tuple[str, str]:
+def _labels(event: Outcome) -> tuple[str, str]:
     if isinstance(event, RequestCompleted):
         return event.status, event.route
     if isinstance(event, RequestFailed):
@@ -121,87 +46,38 @@ def _subject(bus: Bus, event: Outcome) -> str:
         return s.request_completed(rid)
     if isinstance(event, RequestFailed):
         return s.request_failed(rid)
-    if isinstance(event, RequestCancelled):
-        return s.request_cancelled(rid)
-    return s.request_clarification(rid)
-
-
-def _status_changes(event: Outcome) -> dict[str, Any]:
     if isinstance(event, ClarificationRequested):
-        return {
-            "status": "awaiting_clarification",
-            "clarification_questions": [q.model_dump() for q in event.questions],
-        }
-    done: dict[str, Any] = {
-        "completed_at": utcnow(),
-        "clarification_questions": [],
-        "trace_id": event.trace_id,
-    }
-    if isinstance(event, RequestCompleted):
-        return {
-            **done,
-            "status": event.status,
-            "final_output": event.output,
-            "cached": event.route == "cached",
-            "worker_type": event.worker_type,
-        }
-    if isinstance(event, RequestFailed):
-        return {**done, "status": "failed", "error": event.error}
-    return {**done, "status": "cancelled", "error": event.reason}
+        return s.request_clarification(rid)
+    return s.request_cancelled(rid)
 
 
-async def _claim(bus: Bus, event: Outcome) -> Outcome:
-    """Store the outcome unless the request already ended; return the outcome that stands.
-    A clarification may be replaced (the request resumes later); a terminal event may not, so
-    the first one wins even when two services race (e.g. a cancel and a finishing stream)."""
-    kv = bus.kv.results
-    for _ in range(20):
-        try:
-            entry = await kv.get(event.request_id)
-            current: Outcome | None = _parse_outcome(entry.value) if entry.value else None
-            revision = entry.revision or 0
-        except nats.js.errors.KeyNotFoundError:
-            current, revision = None, 0
-        if current is not None and not isinstance(current, ClarificationRequested):
-            return current
-        data = event.model_dump_json().encode()
-        try:
-            if revision == 0:
-                await kv.create(event.request_id, data)
-            else:
-                await kv.update(event.request_id, data, last=revision)
-            return event
-        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.BadRequestError):
-            continue
-    raise RuntimeError(f"could not store the outcome of {event.request_id} (contention)")
-
-
-def _parse_outcome(data: bytes) -> Outcome | None:
-    event = parse_event(data)
-    if isinstance(event, RequestCompleted | RequestFailed | RequestCancelled):
-        return event
-    if isinstance(event, ClarificationRequested):
-        return event
-    return None
-
-
-async def finish(bus: Bus, event: Outcome, *, user_message: str) -> Outcome:
-    """End (or park) a request and return the outcome that stands. Safe to call twice and from
-    racing services: the first terminal outcome wins, every write is idempotent, and the
-    publish is deduplicated by the server (a parked request's event has its own key)."""
-    terminal = isinstance(event, RequestCompleted | RequestFailed | RequestCancelled)
-    if terminal and event.trace_id is None:  # type: ignore[union-attr]
+async def finish(bus: Bus, event: Outcome, *, known: Tracked | None = None) -> Outcome | None:
+    """End (or park) a request and return the outcome that stands, or None when this service
+    may not end it from where it is (another service owns that step). Safe to call twice and
+    from racing services: the first end wins, every write is idempotent, and the outcome is
+    published once (a parked request's event has its own key)."""
+    if not isinstance(event, ClarificationRequested) and event.trace_id is None:
         event = event.model_copy(update={"trace_id": current_trace_id()})
-    winner = await _claim(bus, event)
-    status = await update_status(bus, winner.request_id, **_status_changes(winner))
-    await update_session(
-        bus, winner.session_id, lambda rec: _session_after(rec, winner, user_message)
-    )
-    if winner is event and not isinstance(event, ClarificationRequested):
-        outcome, route = _labels(event)
-        REQUESTS.labels(outcome, route).inc()
-        if status is not None:
-            took = (utcnow() - status.created_at).total_seconds()
+    try:
+        ended = await bus.requests.end(event, known=known)
+    except IllegalMove as exc:
+        if exc.current is not None:
+            return None
+        # No record at all (an orphan message, not accepted by a gateway): nothing to keep,
+        # but whoever waits for this request still hears how it ended.
+        winner: Outcome = event
+    else:
+        record = ended.value
+        if record.outcome is None:  # cannot happen: end() stores an outcome with each end
+            return None
+        winner = record.outcome
+        await update_session(
+            bus, winner.session_id, lambda rec: after_outcome(rec, winner, record.text)
+        )
+        if winner.event_id == event.event_id and not isinstance(event, ClarificationRequested):
+            outcome, route = _labels(event)
+            REQUESTS.labels(outcome, route).inc()
+            took = (record.updated_at - record.created_at).total_seconds()
             REQUEST_DURATION.labels(outcome, route).observe(took)
     step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
     key = msg_id(winner.request_id, step)
@@ -224,24 +100,3 @@ async def _published(bus: Bus, dedupe_key: str) -> bool:
     except nats.js.errors.KeyNotFoundError:
         return False
     return True
-
-
-async def is_finished(bus: Bus, request_id: str) -> bool:
-    """True once a terminal event for the request has been stored."""
-    try:
-        entry = await bus.kv.results.get(request_id)
-    except nats.js.errors.KeyNotFoundError:
-        return False
-    if not entry.value:
-        return False
-    return not isinstance(_parse_outcome(entry.value), ClarificationRequested)
-
-
-async def create_status(bus: Bus, status: RequestStatus) -> bool:
-    """Record a newly accepted request; False if a record already exists (a retried id)."""
-    return await put_if(bus.kv.status, status.request_id, status, 0)
-
-
-async def load_status(bus: Bus, request_id: str) -> RequestStatus | None:
-    status, _ = await get_model(bus.kv.status, request_id, RequestStatus)
-    return status

@@ -43,7 +43,6 @@ WORKER_KINDS = ("general", "search", "research", "email", "tools")
 BUCKETS: dict[str, float] = {
     "requests": 7 * DAY,
     "sessions": 30 * DAY,
-    "results": 7 * DAY,
     "ledger": 30 * DAY,
     "status": 30 * DAY,
     "cache": 30 * DAY,
@@ -87,7 +86,7 @@ def roles(s: Subjects) -> dict[str, Role]:
     outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
     return {
         "gateway": Role(
-            reads=("sessions", "status", "results", "index"),
+            reads=("sessions", "status", "index"),
             writes=("sessions", "status", "index"),
             watches=("index",),
             publish=(s.chat_requested, s.request_answered, s.request_cancel),
@@ -96,15 +95,15 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "frontline": Role(
             consumers=("frontline",),
-            reads=("sessions", "status", "results", "ledger"),
-            writes=("sessions", "status", "results", "ledger"),
+            reads=("sessions", "status", "ledger"),
+            writes=("sessions", "status", "ledger"),
             publish=(s.request_routed, s.stream("*"), s.progress("*"), *outcomes),
             subscribe=(s.request_cancel,),
         ),
         "orchestrator": Role(
             consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
-            reads=("requests", "sessions", "status", "results", "ledger", "cache", "parked"),
-            writes=("requests", "sessions", "status", "results", "ledger", "cache", "parked"),
+            reads=("requests", "sessions", "status", "ledger", "cache", "parked"),
+            writes=("requests", "sessions", "status", "ledger", "cache", "parked"),
             watches=("cache", "parked"),
             publish=(
                 s.worker_run_all,

@@ -1,9 +1,11 @@
-"""Talking to the bus directly, as the gateway does: accept a request (status record and
-publish) and watch what comes back for it. Lets service-side tests run without a gateway."""
+"""Talking to the bus directly, as the gateway does: accept a request (its record and the
+publish), answer and cancel it, and watch what comes back for it. Lets service-side tests run
+without a gateway. The records are written through the lifecycle, as the gateway's own."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -16,10 +18,11 @@ from contracts import (
     ChatRequested,
     ClarificationAnswered,
     Model,
-    RequestStatus,
+    RequestRecord,
     Subjects,
     new_id,
 )
+from services.runtime.lifecycle import IllegalMove, Requests
 
 
 class Probe:
@@ -55,18 +58,32 @@ class Probe:
     async def ask(self, message: str, **fields: Any) -> str:
         request_id = fields.pop("request_id", None) or new_id()
         session_id = fields.pop("session_id", None) or "anonymous/" + new_id()[:8]
-        status = RequestStatus(
-            request_id=request_id, session_id=session_id, text=message, status="queued"
-        )
-        kv = await self.js.key_value(self.s.status_bucket)
-        await kv.put(request_id, status.model_dump_json().encode())
         event = ChatRequested(
             request_id=request_id, session_id=session_id, message=message, **fields
         )
+        await self.accept(event)
         await self.publish(event, self.s.chat_requested, f"{request_id}:requested")
         return request_id
 
+    async def accept(self, event: ChatRequested) -> None:
+        """Create the request's record, as the gateway does before it publishes."""
+        record = RequestRecord(
+            request_id=event.request_id,
+            session_id=event.session_id,
+            principal=event.principal,
+            text=event.message,
+            status="queued",
+        )
+        await (await self.requests()).create(record)
+
+    async def requests(self) -> Requests:
+        return Requests(await self.js.key_value(self.s.status_bucket), "gateway")
+
     async def answer(self, request_id: str, session_id: str, **fields: Any) -> None:
+        """Accept the answer as the gateway does, and pass it on even when the request is not
+        waiting (so tests can check what the orchestrator makes of a stray answer)."""
+        with contextlib.suppress(IllegalMove):
+            await (await self.requests()).move(request_id, "decided", clarification_questions=[])
         event = ClarificationAnswered(request_id=request_id, session_id=session_id, **fields)
         await self.publish(event, self.s.request_answered, f"{request_id}:answered:{new_id()}")
 
@@ -87,7 +104,7 @@ class Probe:
 
         return await asyncio.wait_for(seen(), timeout)
 
-    async def status(self, request_id: str) -> RequestStatus:
-        kv = await self.js.key_value(self.s.status_bucket)
-        entry = await kv.get(request_id)
-        return RequestStatus.model_validate_json(entry.value or b"")
+    async def status(self, request_id: str) -> RequestRecord:
+        tracked = await (await self.requests()).load(request_id)
+        assert tracked is not None, f"no record of {request_id}"
+        return tracked.value

@@ -6,7 +6,9 @@ files, Wikipedia, web search, notifications) and calls them in a bounded loop un
     toolbox.py         tool definitions, argument validation, dispatch, errors as tool results
     catalog.py         the tools, bound to the clients they use
     browser.py         Playwright + headless Chromium (one browser per process)
-    python_sandbox.py  code in a limited, network-less child process
+    python_sandbox.py  code in a limited, network-less child process (bubblewrap)
+    bwrap.py           one bubblewrap container: command line, limits, why a run stopped
+    seccomp.py         the system calls that sandbox refuses
     files.py           a per-session sandbox folder
     wikipedia.py       the MediaWiki Action API
     websearch.py       Brave Search

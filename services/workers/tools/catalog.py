@@ -17,9 +17,10 @@ from pydantic import Field
 
 from services.runtime.egress import Egress
 from services.workers.tools.browser import Browser
+from services.workers.tools.bwrap import Limits
 from services.workers.tools.files import Files
 from services.workers.tools.notify import Notifier
-from services.workers.tools.python_sandbox import Limits, PythonSandbox
+from services.workers.tools.python_sandbox import PythonSandbox
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import Args, Call, Tool
 from services.workers.tools.websearch import WebSearch

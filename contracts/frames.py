@@ -1,0 +1,292 @@
+"""Frames between WebSocket clients and the gateway (the TypeScript seed's protocol, extended):
+one discriminated union per direction, `ClientFrame` (in) and `ServerFrame` (out).
+
+In:  {"auth": "<token>"}   (first frame, when the gateway requires tokens and no header was sent)
+     {"init": true, "uuid": "...", "events": false}
+     {"uuid": "...", "message": "...", "success_criteria"?, "request_id"?, "use_evaluator"?,
+      "skip_cache"?, "reply_to"?}
+     {"cancel": "<request_id>"}
+Out: {"on_chat_model_stream": "<chunk>"} ... {"on_chat_model_end": true}
+     {"error": {"code": "...", "message": "..."}}
+     {"authenticated": true, "principal": "..."}
+     {"event": "ready" | "ack" | "progress" | "clarification" | "replay", ...}
+
+The seed's frames have no common tag field, so each union tells its members apart by which key
+a frame has (`frame_kind`). Clients that say `"events": true` at init also get {"event": ...}
+frames and a `request_id`, `status` and `metadata` on stream and end frames; other clients
+never see keys they do not know. A frame is sent as `frame.wire()`: the fields it was built
+with, nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictStr,
+    Tag,
+    TypeAdapter,
+)
+
+from contracts.base import Model, Source, Usage, WorkflowStatus
+from contracts.decisions import Question, WorkerType
+from contracts.events import FailureCode, ProgressStage
+
+ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
+# Request ids become NATS subject tokens and KV keys, so they may hold neither "." nor ":".
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,128}$"
+
+ErrorCode = Literal[
+    "invalid_json",
+    "invalid_frame",
+    "frame_too_large",
+    "not_initialised",
+    "unavailable",
+    "request_failed",
+    "rate_limited",
+    "unauthorized",
+    "not_found",
+    "conflict",
+    "message_too_long",
+    "invalid_body",
+]
+
+
+# --- in: client -> gateway -----------------------------------------------------------------
+
+
+class InFrame(BaseModel):
+    """Lenient about unknown keys (old clients send extras), strict about types."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class AuthFrame(InFrame):
+    auth: StrictStr = Field(min_length=1, max_length=4096, description="A bearer token.")
+
+
+class InitFrame(InFrame):
+    init: Literal[True] = Field(description="Marks an init frame.")
+    uuid: StrictStr = Field(pattern=ID_PATTERN, description="The client's session id.")
+    events: StrictBool = Field(default=False, description="Send typed progress frames too.")
+
+
+class MessageFrame(InFrame):
+    uuid: StrictStr = Field(pattern=ID_PATTERN, description="The client's session id.")
+    message: StrictStr = Field(min_length=1, description="The user's message.")
+    success_criteria: StrictStr | None = Field(default=None, description="Success criteria.")
+    request_id: StrictStr | None = Field(
+        default=None,
+        pattern=REQUEST_ID_PATTERN,
+        description="Client-chosen id for idempotent retries.",
+    )
+    use_evaluator: StrictBool = Field(default=True, description="Judge outputs before answering.")
+    skip_cache: StrictBool = Field(default=False, description="Bypass the semantic cache.")
+    reply_to: StrictStr | None = Field(
+        default=None,
+        pattern=REQUEST_ID_PATTERN,
+        description="A parked request this message answers.",
+    )
+
+
+class CancelFrame(InFrame):
+    cancel: StrictStr = Field(pattern=REQUEST_ID_PATTERN, description="The request to cancel.")
+
+
+InKind = Literal["auth", "init", "message", "cancel"]
+
+
+def in_kind(data: Any) -> InKind | None:
+    """Which client frame this is, by its keys (the seed's frames carry no tag)."""
+    if not isinstance(data, dict):
+        return None
+    if "auth" in data:
+        return "auth"
+    if data.get("init") is True:
+        return "init"
+    if "message" in data:
+        return "message"
+    if "cancel" in data:
+        return "cancel"
+    return None
+
+
+ClientFrame = Annotated[
+    Annotated[AuthFrame, Tag("auth")]
+    | Annotated[InitFrame, Tag("init")]
+    | Annotated[MessageFrame, Tag("message")]
+    | Annotated[CancelFrame, Tag("cancel")],
+    Discriminator(
+        in_kind,
+        custom_error_type="unknown_frame",
+        custom_error_message='expected {"init": true, "uuid": ...}, {"uuid": ..., "message": ...}'
+        ' or {"cancel": "<request_id>"}',
+    ),
+]
+CLIENT_FRAME: TypeAdapter[ClientFrame] = TypeAdapter(ClientFrame)
+
+
+# --- out: gateway -> client ----------------------------------------------------------------
+
+
+class OutFrame(Model):
+    """A frame to a client; `wire()` is what is sent (only the fields it was built with)."""
+
+    def wire(self) -> str:
+        return self.model_dump_json(exclude_unset=True)
+
+
+class StreamFrame(OutFrame):
+    on_chat_model_stream: str = Field(description="A piece of the answer.")
+    request_id: str | None = Field(default=None, description="Events mode: whose piece.")
+
+
+class CompletedMetadata(Model):
+    request_id: str = Field(description="The request.")
+    status: Literal["completed", "partial"] = Field(description="How it ended.")
+    route: Literal["direct", "orchestrated", "cached"] = Field(description="How it was answered.")
+    worker_type: WorkerType | None = Field(description="Worker kind, if any.")
+    attempts: int = Field(description="Attempts made.")
+    score: int | None = Field(description="The last verdict's score.")
+    feedback: str | None = Field(description="The last verdict's feedback.")
+    sources: list[Source] = Field(description="Sources of the answer.")
+    usage: Usage = Field(description="Total model usage.")
+    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+
+
+class FailedMetadata(Model):
+    code: FailureCode = Field(description="Machine-readable reason.")
+    error: str = Field(description="What went wrong.")
+    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+
+
+class CancelledMetadata(Model):
+    reason: str = Field(description="Why it was cancelled.")
+    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+
+
+class ClarificationMetadata(Model):
+    source: Literal["evaluator", "planner"] = Field(description="Who asked.")
+    attempt: int | None = Field(description="The attempt that needed input.")
+    questions: list[Question] = Field(description="What the user must answer.")
+    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+
+
+class RejectedMetadata(Model):
+    code: ErrorCode = Field(description="Why the message was not taken.")
+
+
+EndStatus = Literal["completed", "partial", "failed", "cancelled", "awaiting_clarification"]
+
+
+class EndFrame(OutFrame):
+    on_chat_model_end: Literal[True] = Field(description="The end of one request's turn.")
+    request_id: str | None = Field(default=None, description="Events mode: which request.")
+    status: EndStatus | Literal["rejected"] | None = Field(
+        default=None, description="Events mode: how it ended."
+    )
+    metadata: (
+        CompletedMetadata
+        | FailedMetadata
+        | CancelledMetadata
+        | ClarificationMetadata
+        | RejectedMetadata
+        | None
+    ) = Field(default=None, description="Events mode: details of the end.")
+
+
+class ErrorBody(Model):
+    code: ErrorCode | FailureCode = Field(description="Machine-readable reason.")
+    message: str = Field(description="What went wrong, in words a user can act on.")
+    request_id: str | None = Field(default=None, description="Events mode: which request.")
+
+
+class ErrorFrame(OutFrame):
+    error: ErrorBody = Field(description="The error.")
+
+
+class AuthenticatedFrame(OutFrame):
+    authenticated: Literal[True] = Field(description="The token was accepted.")
+    principal: str = Field(description="Who the token belongs to.")
+
+
+class ReadyEvent(OutFrame):
+    event: Literal["ready"] = Field(description="Init done (events mode).")
+    uuid: str = Field(description="The session.")
+
+
+class AckEvent(OutFrame):
+    event: Literal["ack"] = Field(description="A frame was taken.")
+    request_id: str = Field(description="The request it concerns.")
+    action: Literal["message", "answer", "cancel"] = Field(description="What was taken.")
+
+
+class ProgressEvent(OutFrame):
+    event: Literal["progress"] = Field(description="A step of the request's way.")
+    event_id: str = Field(description="The bus event's id.")
+    request_id: str = Field(description="The request.")
+    session_id: str = Field(description="Its scoped session.")
+    ts: AwareDatetime = Field(description="When it happened.")
+    stage: ProgressStage = Field(description="Which step.")
+    detail: str = Field(description="Human-readable detail.")
+    attempt: int | None = Field(description="Attempt number, where one applies.")
+    worker_type: WorkerType | None = Field(description="Worker kind, if any.")
+    passed: bool | None = Field(description="Verdict, for 'evaluated'.")
+    score: int | None = Field(description="Verdict score, for 'evaluated'.")
+    feedback: str | None = Field(description="Verdict feedback, for 'evaluated'.")
+    suggestions: list[str] = Field(description="Verdict suggestions.")
+    workflow_status: WorkflowStatus | None = Field(
+        default=None,
+        description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
+    )
+
+
+class ClarificationEvent(OutFrame):
+    event: Literal["clarification"] = Field(description="The request waits for answers.")
+    request_id: str = Field(description="The parked request.")
+    questions: list[Question] = Field(description="What the user must answer.")
+
+
+class ReplayEvent(OutFrame):
+    event: Literal["replay"] = Field(description="The whole of a missed result follows.")
+    request_id: str = Field(description="Its request.")
+
+
+EventFrame = Annotated[
+    ReadyEvent | AckEvent | ProgressEvent | ClarificationEvent | ReplayEvent,
+    Field(discriminator="event"),
+]
+
+OutKind = Literal["stream", "end", "error", "authenticated", "event"]
+
+
+def out_kind(data: Any) -> OutKind | None:
+    """Which server frame this is, by its keys."""
+    keys = data if isinstance(data, dict) else vars(data) if isinstance(data, OutFrame) else {}
+    for key, kind in (
+        ("on_chat_model_stream", "stream"),
+        ("on_chat_model_end", "end"),
+        ("error", "error"),
+        ("authenticated", "authenticated"),
+        ("event", "event"),
+    ):
+        if key in keys:
+            return kind  # type: ignore[return-value]
+    return None
+
+
+ServerFrame = Annotated[
+    Annotated[StreamFrame, Tag("stream")]
+    | Annotated[EndFrame, Tag("end")]
+    | Annotated[ErrorFrame, Tag("error")]
+    | Annotated[AuthenticatedFrame, Tag("authenticated")]
+    | Annotated[EventFrame, Tag("event")],
+    Discriminator(out_kind),
+]
+SERVER_FRAME: TypeAdapter[ServerFrame] = TypeAdapter(ServerFrame)

@@ -1,0 +1,179 @@
+"""The projection half of the attempt loop: what must be published now, derived from the
+loop's state alone. A handler that crashes after saving state and before publishing republishes
+the same messages, with the same dedupe keys, when the event is redelivered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from contracts import (
+    ClarificationRequested,
+    EvaluationRequested,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    Verdict,
+    WorkerTask,
+)
+from services.orchestrator.state import Attempt, LoopState
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    task: WorkerTask
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    request: EvaluationRequested
+
+
+@dataclass(frozen=True)
+class Finish:
+    event: RequestCompleted | RequestFailed | RequestCancelled | ClarificationRequested
+
+
+Message = Dispatch | Evaluate | Finish
+
+
+def best(state: LoopState) -> Attempt | None:
+    """The last attempt that produced output."""
+    for attempt in reversed(state.attempts):
+        if attempt.result and attempt.result.success:
+            return attempt
+    return None
+
+
+def _last_verdict(state: LoopState) -> Verdict | None:
+    for attempt in reversed(state.attempts):
+        if attempt.verdict:
+            return attempt.verdict
+    return None
+
+
+def next_messages(state: LoopState) -> list[Message]:
+    """What the state says must be published now (idempotent by dedupe keys)."""
+    req = state.request
+    if state.status == "failed":
+        assert state.failure is not None
+        return [Finish(state.failure.model_copy(update={"trace_id": state.trace_id}))]
+    if state.status == "cancelled":
+        return [
+            Finish(
+                RequestCancelled(
+                    request_id=req.request_id,
+                    session_id=req.session_id,
+                    reason=state.cancel_reason or "cancelled",
+                    trace_id=state.trace_id,
+                )
+            )
+        ]
+    if state.status == "awaiting_clarification":
+        cur = state.current
+        source: Literal["evaluator", "planner"] = (
+            "evaluator" if cur is not None and cur.verdict is not None else "planner"
+        )
+        return [
+            Finish(
+                ClarificationRequested(
+                    # Deterministic, so a redelivery republishes the same event.
+                    event_id=f"{req.request_id}-clarify-{state.rounds + 1}",
+                    request_id=req.request_id,
+                    session_id=req.session_id,
+                    questions=state.questions,
+                    source=source,
+                    attempt=cur.n if cur else None,
+                )
+            )
+        ]
+    if state.status in ("completed", "partial"):
+        return [Finish(_final(state))]
+    cur = state.current
+    if cur is None or state.decision is None:
+        return []
+    decision = state.decision
+    if state.status == "working":
+        prev = state.attempts[-2] if len(state.attempts) > 1 else None
+        feedback, suggestions, previous_output = None, [], None
+        if prev is not None:
+            previous_output = prev.result.output if prev.result else None
+            if prev.verdict is not None:
+                feedback, suggestions = prev.verdict.feedback, list(prev.verdict.suggestions)
+            elif prev.result and prev.result.error:
+                feedback = f"The previous attempt failed: {prev.result.error}"
+        task = WorkerTask(
+            request_id=req.request_id,
+            session_id=req.session_id,
+            attempt=cur.n,
+            worker_type=decision.worker_type,
+            message=req.message,
+            task_description=decision.task_description,
+            parameters={p.name: p.value for p in decision.parameters},
+            success_criteria=decision.success_criteria,
+            feedback=feedback,
+            suggestions=suggestions,
+            previous_output=previous_output,
+            history=req.history,
+            clarifications=state.clarifications,
+        )
+        return [Dispatch(task)]
+    if state.status == "evaluating":
+        assert cur.result is not None
+        return [
+            Evaluate(
+                EvaluationRequested(
+                    request_id=req.request_id,
+                    session_id=req.session_id,
+                    attempt=cur.n,
+                    worker_type=decision.worker_type,
+                    message=req.message,
+                    task_description=decision.task_description,
+                    success_criteria=decision.success_criteria,
+                    output=cur.result.output,
+                    sources=cur.result.sources,
+                    history=req.history,
+                    clarifications=state.clarifications,
+                )
+            )
+        ]
+    return []
+
+
+def _final(state: LoopState) -> RequestCompleted:
+    req = state.request
+    chosen = best(state)
+    assert chosen is not None and chosen.result is not None
+    verdict = _last_verdict(state)
+    output = chosen.result.output
+    status: Literal["completed", "partial"] = "completed"
+    if state.status == "partial":
+        status = "partial"
+        output = output + "\n\n" + partial_note(state, verdict, chosen)
+    return RequestCompleted(
+        request_id=req.request_id,
+        session_id=req.session_id,
+        status=status,
+        output=output,
+        route="orchestrated",
+        worker_type=chosen.result.worker_type,
+        attempts=len(state.attempts),
+        score=verdict.score if verdict else None,
+        feedback=verdict.feedback if verdict else None,
+        sources=chosen.result.sources,
+        usage=state.usage,
+        trace_id=state.trace_id,
+    )
+
+
+def partial_note(state: LoopState, verdict: Verdict | None, best: Attempt) -> str:
+    if best.verdict_error:
+        return f"Note: this answer could not be checked by the evaluator ({best.verdict_error})."
+    n = len(state.attempts)
+    plural = "attempt" if n == 1 else "attempts"
+    if verdict is None:
+        return f"Note: this is the best answer after {n} {plural}; it was not fully checked."
+    return (
+        f"Note: after {n} {plural} this answer still does not fully meet the success criteria. "
+        f"The evaluator's last feedback: {verdict.feedback}"
+    )

@@ -1,0 +1,287 @@
+"""A request's life in one place: its states, the legal moves between them as one table, who
+may make each move, and `Requests.move`, the one compare-and-set every service uses to change a
+request's record. No service writes a request record any other way.
+
+A request's record (`contracts.state.RequestRecord`, key: request id, bucket `status`) is
+created by the gateway when it accepts the message and then only moved along `TABLE`. Every
+move is a compare-and-set on the key's revision, so two services racing to move one request
+(a cancel and a finishing answer, two replicas, a redelivery) cannot both win: the first write
+stands and the loser finds the request already moved. Terminal states have no way out, which
+is what makes the first outcome the only one.
+
+`docs/architecture.md` shows the table as a state diagram; `python -m services.runtime.lifecycle`
+regenerates it (a test fails when it drifts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from nats.js.kv import KeyValue
+
+from contracts import (
+    ClarificationRequested,
+    Outcome,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    RequestRecord,
+    RequestState,
+    WorkflowStatus,
+    utcnow,
+)
+from services.runtime.kvstore import Versioned, get_model, write_if
+
+Actor = Literal["gateway", "frontline", "orchestrator"]
+ACTORS: tuple[Actor, ...] = get_args(Actor)
+STATES: tuple[RequestState, ...] = get_args(RequestState)
+
+ORCH: tuple[Actor, ...] = ("orchestrator",)
+FRONT: tuple[Actor, ...] = ("frontline",)
+EITHER: tuple[Actor, ...] = ("frontline", "orchestrator")
+
+
+@dataclass(frozen=True)
+class Move:
+    """One legal move: from `source` (None: the record is created) to `target`, by `by`."""
+
+    source: RequestState | None
+    target: RequestState
+    by: tuple[Actor, ...]
+    why: str
+
+
+TABLE: tuple[Move, ...] = (
+    Move(None, "accepted", ("gateway",), "a client's message is accepted"),
+    Move("accepted", "direct", FRONT, "small talk: answered directly, streaming"),
+    Move("accepted", "routed", ORCH, "the frontline routed it; the orchestrator took it"),
+    Move("accepted", "failed", EITHER, "the frontline's model failed, or delivery ran out"),
+    Move("accepted", "cancelled", EITHER, "cancelled before it was answered or routed"),
+    Move("direct", "completed", FRONT, "the direct answer is complete"),
+    Move("direct", "failed", FRONT, "the model failed while answering"),
+    Move("direct", "cancelled", EITHER, "cancelled while streaming"),
+    Move("routed", "decided", ORCH, "the orchestrator chose a worker and criteria"),
+    Move("routed", "completed", ORCH, "answered from the semantic cache"),
+    Move("routed", "failed", ORCH, "refused, no such worker, or the model failed"),
+    Move("routed", "cancelled", ORCH, "cancelled while deciding"),
+    Move("decided", "working", ORCH, "attempt n dispatched to the worker"),
+    Move("decided", "awaiting_clarification", ("gateway",), "the answer could not be passed on"),
+    Move("decided", "failed", ORCH, "delivery ran out"),
+    Move("decided", "cancelled", ORCH, "cancelled before the attempt"),
+    Move("working", "working", ("orchestrator", "gateway"), "next attempt, or a worker's step"),
+    Move("working", "evaluating", ORCH, "attempt n done; the evaluator judges it"),
+    Move("working", "completed", ORCH, "done without judging (no evaluator, or an email sent)"),
+    Move("working", "partial", ORCH, "the worker failed; an earlier output is the best"),
+    Move("working", "awaiting_clarification", ORCH, "the worker (planner) asks the user"),
+    Move("working", "failed", ORCH, "the worker could not do it"),
+    Move("working", "cancelled", ORCH, "cancelled during the attempt"),
+    Move("evaluating", "working", ORCH, "failed the criteria: retry with the feedback"),
+    Move("evaluating", "completed", ORCH, "passed the criteria"),
+    Move("evaluating", "partial", ORCH, "out of attempts, or no verdict could be had"),
+    Move("evaluating", "awaiting_clarification", ORCH, "the evaluator asks the user"),
+    Move("evaluating", "failed", ORCH, "delivery ran out"),
+    Move("evaluating", "cancelled", ORCH, "cancelled during the evaluation"),
+    Move("awaiting_clarification", "decided", ("gateway",), "the user's answer is accepted"),
+    Move("awaiting_clarification", "failed", ORCH, "no answer in time"),
+    Move("awaiting_clarification", "cancelled", ORCH, "cancelled while waiting"),
+)
+
+LEGAL: dict[tuple[RequestState | None, RequestState], frozenset[Actor]] = {
+    (m.source, m.target): frozenset(m.by) for m in TABLE
+}
+
+# The workflow seed's status word a client sees in each state. Inside `working`, a worker may
+# show its own pipeline step (researching, synthesizing, validating).
+STATUS: dict[RequestState, WorkflowStatus] = {
+    "accepted": "queued",
+    "direct": "queued",
+    "routed": "planning",
+    "decided": "planning",
+    "working": "researching",
+    "evaluating": "validating",
+    "awaiting_clarification": "awaiting_clarification",
+    "completed": "completed",
+    "partial": "partial",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+
+
+def allowed(source: RequestState | None, target: RequestState, by: Actor) -> bool:
+    return by in LEGAL.get((source, target), frozenset())
+
+
+def state_of(outcome: Outcome) -> RequestState:
+    """The state an outcome puts its request in."""
+    if isinstance(outcome, RequestCompleted):
+        return outcome.status
+    if isinstance(outcome, RequestFailed):
+        return "failed"
+    if isinstance(outcome, RequestCancelled):
+        return "cancelled"
+    return "awaiting_clarification"
+
+
+class IllegalMove(Exception):
+    """The table does not allow this move from the state the request is in (or there is no
+    such request: `current` is None). Nothing was written."""
+
+    def __init__(
+        self, current: Versioned[RequestRecord] | None, target: RequestState, by: Actor
+    ) -> None:
+        self.current = current
+        self.target = target
+        self.by = by
+        where = current.value.state if current is not None else "nowhere (no such request)"
+        super().__init__(f"{by} may not move a request from {where} to {target}")
+
+
+Tracked = Versioned[RequestRecord]
+
+
+class Requests:
+    """The request records of one namespace, as seen and moved by one actor (a service)."""
+
+    ATTEMPTS = 20
+
+    def __init__(self, kv: KeyValue, by: str) -> None:
+        if by not in ACTORS:
+            raise ValueError(f"{by!r} moves no request; actors: {', '.join(ACTORS)}")
+        self.kv = kv
+        self.by: Actor = by
+
+    async def load(self, request_id: str) -> Tracked | None:
+        record, revision = await get_model(self.kv, request_id, RequestRecord)
+        return Versioned(record, revision) if record is not None else None
+
+    async def create(self, record: RequestRecord) -> Tracked | None:
+        """Store a new request; None when the id is already taken."""
+        if not allowed(None, record.state, self.by):
+            raise IllegalMove(None, record.state, self.by)
+        record = record.model_copy(update={"status": STATUS[record.state]})
+        revision = await write_if(self.kv, record.request_id, record, 0)
+        return Versioned(record, revision) if revision is not None else None
+
+    async def move(
+        self,
+        request_id: str,
+        target: RequestState,
+        *,
+        known: Tracked | None = None,
+        **changes: Any,
+    ) -> Tracked:
+        """Move the request to `target`, setting `changes` on its record, by compare-and-set
+        (from `known` first when the caller has just read or written it). Moving to where it
+        already is with nothing to change writes nothing. Raises IllegalMove when the table
+        forbids the move from the state found."""
+        for _ in range(self.ATTEMPTS):
+            current = known if known is not None else await self.load(request_id)
+            known = None
+            if current is None:
+                raise IllegalMove(None, target, self.by)
+            updated = _moved(current.value, target, changes)
+            if updated is None:
+                return current
+            if not allowed(current.value.state, target, self.by):
+                raise IllegalMove(current, target, self.by)
+            revision = await write_if(self.kv, request_id, updated, current.revision)
+            if revision is not None:
+                return Versioned(updated, revision)
+        raise RuntimeError(f"could not move request {request_id} (contention)")
+
+    async def end(self, outcome: Outcome, *, known: Tracked | None = None) -> Tracked:
+        """Record how the request ended (or that it waits for the user). The first end stands:
+        when the request has already ended, or already waits with its questions, its record is
+        returned unchanged and `record.outcome` is the outcome that counts."""
+        target = state_of(outcome)
+        current = known if known is not None else await self.load(outcome.request_id)
+        if current is not None and (current.value.ended or current.value.state == target):
+            return current
+        return await self.move(outcome.request_id, target, known=current, **_fields(outcome))
+
+
+def _moved(
+    record: RequestRecord, target: RequestState, changes: dict[str, Any]
+) -> RequestRecord | None:
+    """The record after the move, or None when nothing would change."""
+    update: dict[str, Any] = {"state": target, **changes}
+    if target != record.state:
+        update.setdefault("status", STATUS[target])
+    if target in ("completed", "partial", "failed", "cancelled"):
+        update.setdefault("completed_at", record.completed_at or utcnow())
+    current = record.model_dump()
+    if all(current.get(k) == _plain(v) for k, v in update.items()):
+        return None
+    return record.model_validate({**current, **update, "updated_at": utcnow()})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    return value
+
+
+def _fields(outcome: Outcome) -> dict[str, Any]:
+    """What an outcome changes on its request's record."""
+    if isinstance(outcome, ClarificationRequested):
+        return {"outcome": outcome, "clarification_questions": list(outcome.questions)}
+    done: dict[str, Any] = {
+        "outcome": outcome,
+        "clarification_questions": [],
+        "trace_id": outcome.trace_id,
+    }
+    if isinstance(outcome, RequestCompleted):
+        return {
+            **done,
+            "final_output": outcome.output,
+            "cached": outcome.route == "cached",
+            "worker_type": outcome.worker_type,
+        }
+    if isinstance(outcome, RequestFailed):
+        return {**done, "error": outcome.error}
+    return {**done, "error": outcome.reason}
+
+
+# --- the diagram in docs/architecture.md ---------------------------------------------------
+
+DOC = "docs/architecture.md"
+BEGIN = "<!-- lifecycle diagram: generated by `python -m services.runtime.lifecycle` -->"
+END = "<!-- end of lifecycle diagram -->"
+
+
+def mermaid() -> str:
+    """The table as a Mermaid state diagram (one arrow per move, labelled with who makes it),
+    followed by the same moves as a table that says why each happens."""
+    lines = ["```mermaid", "stateDiagram-v2"]
+    for m in TABLE:
+        source = "[*]" if m.source is None else m.source
+        lines.append(f"    {source} --> {m.target}: {', '.join(m.by)}")
+    for state in ("completed", "partial", "failed", "cancelled"):
+        lines.append(f"    {state} --> [*]")
+    lines += ["```", "", "| from | to | by | when |", "|---|---|---|---|"]
+    for m in TABLE:
+        origin = "(new)" if m.source is None else f"`{m.source}`"
+        lines.append(f"| {origin} | `{m.target}` | {', '.join(m.by)} | {m.why} |")
+    lines += ["", "| state | status word clients see |", "|---|---|"]
+    lines += [f"| `{state}` | `{STATUS[state]}` |" for state in STATES]
+    return "\n".join(lines)
+
+
+def rendered(doc: str) -> str:
+    """`doc` with the diagram between its markers replaced by the current one."""
+    head, marker, rest = doc.partition(BEGIN)
+    if not marker or END not in rest:
+        raise ValueError(f"{DOC} lacks the lifecycle diagram markers")
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}\n{mermaid()}\n{END}{tail}"
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / DOC
+    path.write_text(rendered(path.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"wrote the lifecycle diagram into {path}")

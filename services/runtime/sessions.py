@@ -1,0 +1,69 @@
+"""A session's record in the `sessions` bucket: its turns (the history the agents see), the
+request parked waiting for its answers, and results no client of the session has seen yet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from contracts import Outcome, RequestCompleted, SessionRecord, Turn
+from contracts.events import ClarificationRequested
+from services.runtime.bus import Bus
+from services.runtime.kvstore import get_model, key_for, mutate
+
+MAX_STORED_TURNS = 50
+MAX_UNDELIVERED = 50
+
+
+async def load_session(bus: Bus, session_id: str) -> SessionRecord:
+    record, _ = await get_model(bus.kv.sessions, key_for(session_id), SessionRecord)
+    return record or SessionRecord()
+
+
+async def load_history(bus: Bus, session_id: str, turns: int) -> list[Turn]:
+    if turns <= 0:
+        return []
+    # A "turn" is one user message and its answer.
+    return (await load_session(bus, session_id)).turns[-2 * turns :]
+
+
+async def update_session(
+    bus: Bus, session_id: str, change: Callable[[SessionRecord], SessionRecord | None]
+) -> SessionRecord | None:
+    return await mutate(
+        bus.kv.sessions,
+        key_for(session_id),
+        SessionRecord,
+        lambda cur: change(cur or SessionRecord()),
+    )
+
+
+def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> SessionRecord | None:
+    """The session once `event` ended (or parked) one of its requests: the turn added, the
+    parked request set or cleared, and the request noted as not yet seen by a client."""
+    rid = event.request_id
+    turns = list(record.turns)
+    if isinstance(event, RequestCompleted) and not any(t.request_id == rid for t in turns):
+        turns.append(Turn(role="user", content=user_message, request_id=rid))
+        turns.append(Turn(role="assistant", content=event.output, request_id=rid))
+    parked = record.parked
+    if isinstance(event, ClarificationRequested):
+        parked = rid
+    elif parked == rid:
+        parked = None
+    undelivered = [r for r in record.undelivered if r != rid] + [rid]
+    updated = record.model_copy(
+        update={
+            "turns": turns[-MAX_STORED_TURNS:],
+            "parked": parked,
+            "undelivered": undelivered[-MAX_UNDELIVERED:],
+        }
+    )
+    return None if updated == record else updated
+
+
+def mark_delivered(record: SessionRecord, request_ids: list[str]) -> SessionRecord | None:
+    """The session once a client has seen these requests' results."""
+    undelivered = [r for r in record.undelivered if r not in request_ids]
+    if undelivered == record.undelivered:
+        return None
+    return record.model_copy(update={"undelivered": undelivered})
