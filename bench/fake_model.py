@@ -34,10 +34,9 @@ import struct
 import sys
 import time
 from collections import Counter
-from collections.abc import Coroutine
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-T = TypeVar("T")
+from services.runtime.eventloop import run_loop as run_fast
 
 ATTEMPT_IN_PROMPT = re.compile(r"This is attempt (\d+)\.")
 ATTEMPT_IN_OUTPUT = re.compile(r"ATTEMPT=(\d+)")
@@ -305,15 +304,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run_fast(serve(args.port, args.latency_ms / 1000, args.token_gap_ms / 1000))
     return 0
-
-
-def run_fast(main: Coroutine[Any, Any, T]) -> T:
-    """Run on uvloop when it is installed (it comes with uvicorn[standard]), else asyncio."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import latency, load
-from bench.fake_model import run_fast
 from bench.floor import drive as floor_drive
 from bench.report import ratios, render, targets
 from bench.system import ROOT, RssSampler, Stack, killed_with_parent, raise_fd_limit
+from services.runtime.eventloop import run_loop
 
 # Idle sockets first, on a fresh gateway, so the figure is what the sockets cost.
 PARTS = ("idle", "overhead", "streaming", "floor", "concurrency", "langgraph")
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.start()
         results["meta"]["startup_seconds"] = round(time.monotonic() - started, 1)
         sampler = RssSampler(stack.pids()).start()
-        results.update(run_fast(run_parts(stack, sampler, args)))
+        results.update(run_loop(run_parts(stack, sampler, args)))
         results["meta"]["lifetime_peak_rss_mib"] = sampler.lifetime_peaks()
     finally:
         if sampler is not None:

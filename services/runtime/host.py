@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from services.runtime.bus import Bus
 from services.runtime.busmetrics import prometheus_middleware
+from services.runtime.eventloop import run_loop
 from services.runtime.httpguard import Guard, uvicorn_options
 from services.runtime.metrics import READY, REGISTRY
 from services.runtime.natsauth import inbox_prefix
@@ -137,7 +138,7 @@ class ServiceHost:
             if await wait_for_nats(self.settings.nats_url, self.name):
                 await server.serve()
 
-        asyncio.run(main())
+        run_loop(main())
 
 
 def _raise_open_files_limit() -> None:
