@@ -8,7 +8,9 @@ other load on the machine inflates both sides alike). `python -m bench.hotspots`
 2. A publish through FastStream with Sidekick's OpenTelemetry + Prometheus middlewares vs a
    bare FastStream broker vs nats-py.
 3. A chat completion through the `openai` SDK's `create()` vs the SDK's lower-level `post()`
-   (same client, no params transform) vs plain httpx, all against the bench's fake model.
+   (same client, no params transform) vs Sidekick's endpoint (`post()` with an orjson body,
+   the reply read as raw JSON; streamed: a lean SSE loop) vs plain httpx, all against the
+   bench's fake model.
 4. Building the strict JSON schema of a structured output (done on every structured call).
 5. A semantic-cache lookup scanning N cached 1536-dimension embeddings in Python.
 """
@@ -37,8 +39,10 @@ from prometheus_client import CollectorRegistry
 
 from bench.system import FakeModel
 from contracts.decisions import OrchestratorDecision
-from services.runtime.llm import response_format
+from services.runtime.llm import StreamResult, response_format
+from services.runtime.llm.endpoint import Endpoint
 from services.runtime.natsserver import NatsServer
+from services.runtime.settings import LLMConfig
 from services.runtime.telemetry import setup_tracing
 
 QUIET = logging.getLogger("bench.quiet")
@@ -169,11 +173,29 @@ async def llm_call_cost(base_url: str, n: int) -> dict[str, float]:
         async for _ in stream:
             pass
 
+    config = LLMConfig("orchestrator", base_url, "bench-key", "bench-orchestrator")
+    lean = Endpoint(config, timeout=30, max_retries=0)
+    streamed = Endpoint(
+        LLMConfig("frontline", base_url, "bench-key", "bench-frontline"), timeout=30, max_retries=0
+    )
+
+    async def ours() -> None:
+        reply = await lean.chat(messages, response_format=fmt)  # type: ignore[arg-type]
+        assert reply.content
+
+    async def ours_stream() -> None:
+        result = StreamResult()
+        async for _ in streamed.stream(messages, result):  # type: ignore[arg-type]
+            pass
+        assert result.text
+
     out = {
         "openai SDK, JSON reply": await cpu_us(n, sdk),
+        "Endpoint.chat (SDK post, orjson body and reply)": await cpu_us(n, ours),
         "openai SDK client.post (no params transform)": await cpu_us(n, sdk_post),
         "httpx, same request": await cpu_us(n, plain),
         "openai SDK, streamed reply (9 tokens)": await cpu_us(n, sdk_stream),
+        "Endpoint.stream (SDK post, lean SSE loop), 9 tokens": await cpu_us(n, ours_stream),
     }
     await client.close()
     await raw.aclose()

@@ -26,6 +26,7 @@ from services.runtime.bus import Bus
 from services.runtime.busmetrics import prometheus_middleware
 from services.runtime.eventloop import run_loop
 from services.runtime.httpguard import Guard, uvicorn_options
+from services.runtime.llm.endpoint import close_http
 from services.runtime.metrics import READY, REGISTRY
 from services.runtime.natsauth import inbox_prefix
 from services.runtime.settings import Settings
@@ -97,6 +98,7 @@ class ServiceHost:
                     with contextlib.suppress(Exception):
                         await hook()
                 await self.bus.broker.stop()
+                await close_http()
 
         return Starlette(
             routes=[

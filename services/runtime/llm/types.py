@@ -76,3 +76,5 @@ class StreamResult:
     text: str = ""
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None

@@ -1,0 +1,94 @@
+"""Which NATS messages one request costs: start the bench's system, listen to every subject
+(`>`: client publishes, JetStream API requests, KV writes, acks, pull requests, replies), send
+N requests of one path one at a time, and print the messages per request by kind of subject.
+
+    python -m bench.messages --path orchestrated_1 --requests 50
+
+A wildcard subscription sees what clients publish and what the server sends to clients'
+subjects; it does not see the server's internal traffic, so the total is close to, not equal
+to, nats-server's own in/out counters (which the overhead part reports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections import Counter
+
+import nats
+
+from bench.client import EXPECT, PATHS, Session
+from bench.system import Stack
+from services.runtime.eventloop import run_loop
+
+# Request ids, session hashes, sequence numbers and inbox tokens vary per message.
+_VARYING = (
+    (re.compile(r"\$JS\.ACK\..*"), "$JS.ACK.<consumer>"),
+    (re.compile(r"^_INBOX_([a-z]+)\..*"), r"<\1's inbox>"),
+    (re.compile(r"^_INBOX\..*"), "<inbox>"),
+    (re.compile(r"\.out\.[^.]+\."), ".out.*."),
+    (re.compile(r"\$KV\.([^.]+)\..*"), r"$KV.\1.<key>"),
+    (re.compile(r"(\$JS\.API\.DIRECT\.GET\.[^.]+)\..*"), r"\1.<key>"),
+    (re.compile(r"(\$JS\.API\.CONSUMER\.MSG\.NEXT\.[^.]+)\..*"), r"\1.<consumer>"),
+    (re.compile(r"\$JS\.EVENT\.ADVISORY\..*"), "$JS.EVENT.ADVISORY.*"),
+)
+
+
+def kind(subject: str, namespace: str) -> str:
+    subject = subject.replace(namespace, "<ns>")
+    for pattern, repl in _VARYING:
+        subject = pattern.sub(repl, subject)
+    return subject
+
+
+async def count(stack: Stack, path: str, requests: int) -> tuple[Counter[str], int]:
+    seen: Counter[str] = Counter()
+    nc = await nats.connect(stack.nats_url)
+
+    async def on(msg: nats.aio.msg.Msg) -> None:
+        seen[kind(msg.subject, stack.namespace)] += 1
+
+    session = await Session(stack.ws_url, stack.token(0)).open()
+    message, _ = PATHS[path]
+    try:
+        for _ in range(3):  # warm
+            await session.request(message, EXPECT[path])
+        await asyncio.sleep(0.5)
+        sub = await nc.subscribe(">", cb=on)
+        errors = 0
+        for i in range(requests):
+            if i % 10 == 0:
+                session.new_session()
+            out = await session.request(message, EXPECT[path])
+            errors += out.error is not None
+        await asyncio.sleep(0.5)
+        await sub.unsubscribe()
+    finally:
+        await session.close()
+        await nc.close()
+    return seen, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.messages", description=__doc__)
+    p.add_argument("--path", default="orchestrated_1", choices=sorted(PATHS))
+    p.add_argument("--requests", type=int, default=50)
+    args = p.parse_args(argv)
+    stack = Stack(max_concurrency=1024, principals=1).start()
+    try:
+        stack.model.configure(latency_ms=0, token_gap_ms=0)
+        seen, errors = run_loop(count(stack, args.path, args.requests))
+    finally:
+        stack.stop()
+    n = args.requests
+    print(f"{args.path}: {n} requests ({errors} errors); messages per request by subject")
+    for subject, k in seen.most_common():
+        print(f"  {k / n:6.2f}  {subject}")
+    print(f"  {sum(seen.values()) / n:6.2f}  total")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

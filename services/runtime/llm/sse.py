@@ -1,0 +1,73 @@
+"""Server-sent events of a streamed chat completion, read with as little work per event as
+possible: split the body into lines, join an event's `data:` lines, parse each with orjson.
+
+An event whose JSON has an `error` (servers report failures mid-stream that way) raises
+`StreamError`; `data: [DONE]` ends the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+try:  # the SDK's HTTP client: httpx2 from openai 2.x on, httpx before
+    import httpx2 as _http
+except ImportError:  # pragma: no cover - older openai
+    import httpx as _http  # type: ignore[no-redef]
+
+Response = _http.Response
+# Errors of the HTTP client that can surface while a body is read (the SDK turns those raised
+# before the response into its own APIConnectionError / APITimeoutError).
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (_http.HTTPError, _http.StreamError)
+
+
+class StreamError(Exception):
+    """The server reported an error inside the stream, or sent an unreadable event."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        self.status_code = status_code
+        super().__init__(message)
+
+
+async def events(response: Response) -> AsyncIterator[dict[str, Any]]:
+    """Each event's JSON object, in order, until `[DONE]` or the end of the body."""
+    pending = b""
+    data: list[bytes] = []
+    async for chunk in response.aiter_bytes():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if line.startswith(b"data:"):
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif not line and data:
+                payload = b"\n".join(data)
+                data = []
+                if payload == b"[DONE]":
+                    return
+                yield _parse(payload)
+    if pending.startswith(b"data:"):
+        data.append(pending[6:] if pending[5:6] == b" " else pending[5:])
+    if data and (payload := b"\n".join(data)) != b"[DONE]":
+        yield _parse(payload)
+
+
+def _parse(payload: bytes) -> dict[str, Any]:
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise StreamError(f"unreadable event in the stream: {payload[:200]!r}") from exc
+    if not isinstance(event, dict):
+        raise StreamError(f"unexpected event in the stream: {payload[:200]!r}")
+    error = event.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        code = error.get("code") if isinstance(error, dict) else None
+        raise StreamError(
+            f"the server reported an error mid-stream: {message or error}",
+            code if isinstance(code, int) else None,
+        )
+    return event
