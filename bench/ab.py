@@ -1,31 +1,36 @@
-"""Interleaved A/B runs of the overhead bench: two versions of the code, run one after the
-other, round after round, so that the load others put on the machine falls on both alike.
-CPU milliseconds per request (what the processes spent, not the wall time they waited) is
-the figure to decide by; p50 is shown beside it.
+"""A/B of two versions of the code, side by side: both systems run at once (each its own
+nats-server, fake model and five services, from its own copy of the code) and the driver sends
+their requests in turn, one to A, one to B, so that whatever else loads the machine falls on
+both alike. CPU milliseconds per request per process (what the processes spent, not the time
+they waited) are the figures to decide by; p50 is shown beside them.
 
-    python -m bench.ab main HEAD --rounds 3 --requests 300
+    python -m bench.ab main HEAD --requests 300
     python -m bench.ab HEAD WORKTREE          # WORKTREE: the files as they are now
 
-Each version is exported (`git archive`, or a copy of the work tree) to a temporary folder and
-its own `python -m bench --only overhead` runs there, with this interpreter.
+Each version is exported (`git archive`, or a copy of the work tree) to a temporary folder.
+The driver, the fake model and the client are this tree's; the model calls each version makes
+are counted by its own fake model.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from bench.system import ROOT
+from bench.client import EXPECT, PATHS, Session
+from bench.system import ROOT, Stack, cpu_ms_per, cpu_snapshot
+from services.runtime.eventloop import run_loop
 
 COPIED = ("bench", "contracts", "services", "pyproject.toml")
+TURNS = 10
 
 
 def export(ref: str, into: Path) -> Path:
@@ -45,63 +50,85 @@ def export(ref: str, into: Path) -> Path:
     return into
 
 
-def run_once(tree: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        *("-m", "bench", "--only", args.only),
-        *("--requests", str(args.requests), "--warmup", str(args.warmup)),
-        *("--out", str(out)),
-        *args.extra,
-    ]
-    env = {**os.environ, "BENCH_COMMIT": tree.name}
-    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench failed in {tree}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads((out / "latest.json").read_text())
-    return result
+async def paired(stacks: dict[str, Stack], path: str, n: int, warmup: int) -> dict[str, Any]:
+    message = PATHS[path][0]
+    sessions = {k: await Session(s.ws_url, s.token(0)).open() for k, s in stacks.items()}
+    out: dict[str, Any] = {}
+    try:
+        for _ in range(warmup):
+            for k in stacks:
+                await sessions[k].request(message, EXPECT[path])
+        before = {k: cpu_snapshot(s.pids()) for k, s in stacks.items()}
+        nats = {k: s.nats_counters() for k, s in stacks.items()}
+        calls = {k: sum(s.model.calls().values()) for k, s in stacks.items()}
+        latencies: dict[str, list[float]] = {k: [] for k in stacks}
+        errors = dict.fromkeys(stacks, 0)
+        for i in range(n):
+            for k in stacks if i % 2 == 0 else reversed(list(stacks)):
+                if i % TURNS == 0:
+                    sessions[k].new_session()
+                got = await sessions[k].request(message, EXPECT[path])
+                if got.error:
+                    errors[k] += 1
+                else:
+                    latencies[k].append(got.latency_ms)
+        for k, s in stacks.items():
+            after = s.nats_counters()
+            out[k] = {
+                "cpu": cpu_ms_per(before[k], cpu_snapshot(s.pids()), n),
+                "p50": round(statistics.median(latencies[k]), 2) if latencies[k] else None,
+                "errors": errors[k],
+                "msgs_in": round((after["in_msgs"] - nats[k]["in_msgs"]) / n, 1),
+                "model_calls": round((sum(s.model.calls().values()) - calls[k]) / n, 2),
+            }
+    finally:
+        for session in sessions.values():
+            await session.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__)
     p.add_argument("a", help="git ref, or WORKTREE")
     p.add_argument("b", help="git ref, or WORKTREE")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--requests", type=int, default=300)
+    p.add_argument("--requests", type=int, default=300, help="per path and side")
     p.add_argument("--warmup", type=int, default=30)
-    p.add_argument("--only", default="overhead")
-    p.add_argument("extra", nargs="*", help="more arguments for python -m bench (after --)")
+    p.add_argument("--paths", default=",".join(PATHS))
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="sidekick-ab-"))
-    trees = {"A": export(args.a, work / "A"), "B": export(args.b, work / "B")}
-    figures: dict[str, dict[str, dict[str, list[float]]]] = {"A": {}, "B": {}}
+    stacks: dict[str, Stack] = {}
+    started = time.monotonic()
+    load_start = "/".join(f"{x:.1f}" for x in os.getloadavg())
     try:
-        for r in range(args.rounds):
-            order = ("A", "B") if r % 2 == 0 else ("B", "A")
-            for side in order:
-                load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-                res = run_once(trees[side], args, work / f"out-{side}-{r}")
-                for path, f in (res.get("overhead") or {}).items():
-                    per = figures[side].setdefault(path, {})
-                    for proc, ms in f["cpu_ms_per_request"].items():
-                        per.setdefault(f"cpu:{proc}", []).append(ms)
-                    per.setdefault("p50", []).append(f["p50"])
-                    per.setdefault("msgs_in", []).append(f["nats_msgs_per_request"]["in_msgs"])
-                    per.setdefault("model_calls", []).append(f["model_calls_per_request"])
-                summary = {
-                    p: v["cpu_ms_per_request"]["sidekick"] for p, v in res["overhead"].items()
-                }
-                print(f"round {r + 1} {side} (load {load}): CPU ms/req {summary}", flush=True)
+        for side, ref in (("A", args.a), ("B", args.b)):
+            tree = export(ref, work / side)
+            stacks[side] = Stack(max_concurrency=1024, principals=1, root=tree).start()
+            stacks[side].model.configure(latency_ms=0, token_gap_ms=0)
+        results = {
+            path: run_loop(paired(stacks, path, args.requests, args.warmup))
+            for path in args.paths.split(",")
+        }
     finally:
+        for stack in stacks.values():
+            stack.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\nA = {args.a}, B = {args.b}; medians of {args.rounds} rounds")
-    for path in figures["A"]:
+    load_end = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"A = {args.a}, B = {args.b}; {args.requests} requests per path and side, in turn; "
+        f"load {load_start} -> {load_end}; {time.monotonic() - started:.0f} s"
+    )
+    for path, sides in results.items():
+        a, b = sides["A"], sides["B"]
         print(f"\n{path}")
-        print(f"  {'figure':<22}{'A':>10}{'B':>10}{'B/A':>8}")
-        for key in figures["A"][path]:
-            a = statistics.median(figures["A"][path][key])
-            b = statistics.median(figures["B"].get(path, {}).get(key, [float("nan")]))
-            ratio = f"{b / a:.2f}" if a else "-"
-            print(f"  {key:<22}{a:>10.2f}{b:>10.2f}{ratio:>8}")
+        print(f"  {'figure':<24}{'A':>10}{'B':>10}{'B/A':>8}")
+        rows = [(f"cpu ms: {proc}", a["cpu"][proc], b["cpu"].get(proc)) for proc in a["cpu"]]
+        rows += [(key, a[key], b[key]) for key in ("p50", "msgs_in", "model_calls", "errors")]
+        for name, x, y in rows:
+            ratio = f"{y / x:.2f}" if x and y is not None else "-"
+            print(
+                f"  {name:<24}{x if x is not None else '-':>10}{y if y is not None else '-':>10}"
+                f"{ratio:>8}"
+            )
     return 0
 
 

@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 # Markers the fake model understands (see bench/fake_model.py).
 PATHS: dict[str, tuple[str, int]] = {
     # path: (message, model calls per request)
-    "direct": ("hello there", 2),
+    "direct": ("hello there", 1),
     "orchestrated_1": ("please look this up #orch", 4),
     "orchestrated_3": ("please look this up #orch #fail2", 8),
 }

@@ -4,10 +4,10 @@ chunked SSE), run in its own process so it never competes with the load generato
 Replies are chosen by the request's model name (the bench sets `SIDEKICK_<ROLE>_LLM_MODEL` to
 `bench-<role>`) and by markers in the user's message:
 
-- `bench-frontline`: with a `response_format`, the decision `{"route_to_orchestrator", "reason"}`
-  (route when the message has `#orch`); streamed, a short answer whose first token is
-  `t0=<CLOCK_MONOTONIC ns>`, stamped just before the token is written, so a client on the same
-  machine can tell how long the token took to reach it;
+- `bench-frontline`: the frontline's one streamed call: when the message has `#orch`, a call of
+  the `route` tool (or a `ROUTE:` line, when the request offers no tools); otherwise a short
+  answer whose first token is `t0=<CLOCK_MONOTONIC ns>`, stamped just before the token is
+  written, so a client on the same machine can tell how long the token took to reach it;
 - `bench-orchestrator`: `{"worker_type": "GENERAL", ...}` with the request as the task;
 - `bench-worker`: `ATTEMPT=<n> done.` where n is read from the retry context ("This is attempt n.");
 - `bench-evaluator`: a verdict that fails attempts 1..k when the request carries `#fail<k>`.
@@ -64,9 +64,17 @@ def section(text: str, title: str) -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
-def frontline_decision(body: dict[str, Any]) -> dict[str, Any]:
-    route = "#orch" in last_user(body)
-    return {"route_to_orchestrator": route, "reason": "tools" if route else "small talk"}
+def frontline_routes(body: dict[str, Any]) -> bool:
+    return "#orch" in last_user(body)
+
+
+def one_call(body: dict[str, Any]) -> bool:
+    """The frontline's answer-or-route call: the `route` tool offered, or the `ROUTE:` line
+    asked for in the system prompt."""
+    if body.get("tools"):
+        return True
+    system = [m.get("content") for m in body.get("messages", []) if m.get("role") == "system"]
+    return any("`ROUTE: <" in str(text) for text in system)
 
 
 def orchestrator_decision(body: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +112,8 @@ def verdict(body: dict[str, Any]) -> dict[str, Any]:
 def reply_for(model: str, body: dict[str, Any]) -> str:
     role = model.removeprefix("bench-")
     if role == "frontline":
-        return json.dumps(frontline_decision(body))
+        route = frontline_routes(body)
+        return json.dumps({"route_to_orchestrator": route, "reason": "tools"})
     if role == "orchestrator":
         return json.dumps(orchestrator_decision(body))
     if role == "worker":
@@ -240,7 +249,10 @@ class Connection(asyncio.Protocol):
         if self.model.latency > 0:
             await asyncio.sleep(self.model.latency)
         if body.get("stream"):
-            await self._stream(model)
+            if model == "bench-frontline" and frontline_routes(body) and one_call(body):
+                await self._route(model, tools=bool(body.get("tools")))
+            else:
+                await self._stream(model)
             return
         content = reply_for(model, body)
         self._write(
@@ -262,6 +274,29 @@ class Connection(asyncio.Protocol):
                 },
             )
         )
+
+    async def _route(self, model: str, *, tools: bool) -> None:
+        """The frontline's route: a streamed `route` tool call, or a `ROUTE:` line."""
+        base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0}
+        base["model"] = model
+
+        def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            return _sse(
+                {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            )
+
+        head = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
+        out = _head(200, head) + event({"role": "assistant"})
+        if tools:
+            call = {"index": 0, "id": "call_bench", "type": "function"}
+            out += event({"tool_calls": [{**call, "function": {"name": "route", "arguments": ""}}]})
+            for part in ('{"reason": ', '"tools"}'):
+                out += event({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+            out += event({}, "tool_calls")
+        else:
+            out += event({"content": "ROUTE: tools"}) + event({}, "stop")
+        out += _sse({**base, "choices": [], "usage": USAGE})
+        self._write(out + _sse("[DONE]") + b"0\r\n\r\n")
 
     async def _stream(self, model: str) -> None:
         base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0}

@@ -2,11 +2,12 @@
 with `openai` calls to the same fake model, under the same closed-loop concurrent workload.
 
 So that both sides make the same model calls per request, the graph also has the frontline's
-and the orchestrator's decisions in front of the seed's loop:
+call (one streamed call that answers or calls `route`, as Sidekick's) and the orchestrator's
+decision in front of the seed's loop:
 
     START -> frontline -> orchestrator -> worker -> evaluator -> END (passed or out of attempts)
                  |                          ^            |
-                 +-> answer -> END          +-- retry ---+
+                 +-> END (answered)         +-- retry ---+
 
 State is kept per session by LangGraph's in-memory checkpointer (as the seed does), one
 `AsyncOpenAI` client is shared, the prompts carry the same text and markers as Sidekick's so
@@ -36,13 +37,14 @@ from pydantic import BaseModel
 from bench.client import EXPECT, PATHS, Outcome, unique
 from bench.load import Window, run_until, warmup_seconds, window_figures
 from bench.system import RssSampler
-from contracts.decisions import FrontlineDecision, OrchestratorDecision, Verdict
+from contracts.decisions import OrchestratorDecision, Verdict
 from services.evaluator.prompts import SYSTEM as EVALUATOR_SYSTEM
 from services.evaluator.prompts import judge_text
-from services.frontline.prompts import ANSWER
-from services.frontline.prompts import SYSTEM as FRONTLINE_SYSTEM
+from services.frontline.prompts import ROUTE
+from services.frontline.prompts import system as frontline_system
 from services.orchestrator.prompts import request_text, system_prompt
 from services.runtime.llm import response_format
+from services.runtime.llm.choice import tool as route_tool
 from services.workers.general import SYSTEM as WORKER_SYSTEM
 
 MAX_ATTEMPTS = 3
@@ -78,30 +80,30 @@ def build_graph(client: openai.AsyncOpenAI) -> Any:
         return list(state.get("history", []))[-2 * HISTORY_TURNS :]
 
     async def frontline(state: State) -> State:
+        # One streamed call, as Sidekick's frontline makes: the answer, or a `route` call.
         messages = [
-            {"role": "system", "content": FRONTLINE_SYSTEM},
+            {"role": "system", "content": frontline_system("tools")},
             *recent(state),
             {"role": "user", "content": state["message"]},
         ]
-        decision = await structured("bench-frontline", messages, FrontlineDecision)
-        return {"route": decision.route_to_orchestrator, "reason": decision.reason, "attempt": 0}
-
-    async def answer(state: State) -> State:
-        messages = [
-            {"role": "system", "content": ANSWER},
-            *recent(state),
-            {"role": "user", "content": state["message"]},
-        ]
-        stream = await client.chat.completions.create(
+        stream = await client.chat.completions.create(  # type: ignore[call-overload]
             model="bench-frontline",
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             stream=True,
+            tools=[route_tool(ROUTE)],
+            tool_choice="auto",
         )
-        text = ""
+        text, arguments, called = "", "", False
         async for chunk in stream:
             for choice in chunk.choices:
                 text += choice.delta.content or ""
-        return {"output": text, "passed": True, **_turn(state, text)}
+                for call in choice.delta.tool_calls or []:
+                    called = True
+                    arguments += (call.function.arguments or "") if call.function else ""
+        if called:
+            reason = str(json.loads(arguments or "{}").get("reason", ""))
+            return {"route": True, "reason": reason, "attempt": 0}
+        return {"route": False, "output": text, "passed": True, **_turn(state, text)}
 
     async def orchestrator(state: State) -> State:
         messages = [
@@ -160,20 +162,18 @@ def build_graph(client: openai.AsyncOpenAI) -> Any:
         return update
 
     def after_frontline(state: State) -> str:
-        return "orchestrator" if state["route"] else "answer"
+        return "orchestrator" if state["route"] else END
 
     def after_evaluator(state: State) -> str:
         return END if state["passed"] or state["attempt"] >= MAX_ATTEMPTS else "worker"
 
     graph = StateGraph(State)
     graph.add_node("frontline", frontline)
-    graph.add_node("answer", answer)
     graph.add_node("orchestrator", orchestrator)
     graph.add_node("worker", worker)
     graph.add_node("evaluator", evaluator)
     graph.add_edge(START, "frontline")
-    graph.add_conditional_edges("frontline", after_frontline, ["orchestrator", "answer"])
-    graph.add_edge("answer", END)
+    graph.add_conditional_edges("frontline", after_frontline, ["orchestrator", END])
     graph.add_edge("orchestrator", "worker")
     graph.add_edge("worker", "evaluator")
     graph.add_conditional_edges("evaluator", after_evaluator, ["worker", END])

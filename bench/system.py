@@ -205,6 +205,7 @@ class Stack:
     model: FakeModel = field(default_factory=FakeModel)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     monitor_port: int = 0
+    root: Path = ROOT  # the tree the services run from (bench.ab runs two versions)
 
     @property
     def ws_url(self) -> str:
@@ -271,7 +272,7 @@ class Stack:
         subprocess.run(
             [sys.executable, "-m", "services.cli", "bootstrap"],
             env=env,
-            cwd=ROOT,
+            cwd=self.root,
             check=True,
             capture_output=True,
             timeout=60,
@@ -281,7 +282,7 @@ class Stack:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "services.cli", "run", name],
                 env=env,
-                cwd=ROOT,
+                cwd=self.root,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 preexec_fn=killed_with_parent,

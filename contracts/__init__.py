@@ -23,6 +23,7 @@ from contracts.decisions import (
     OrchestratorDecision,
     Parameter,
     Question,
+    RouteCall,
     Verdict,
     WorkerType,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "RequestRecord",
     "RequestRouted",
     "RequestState",
+    "RouteCall",
     "SessionRecord",
     "Source",
     "StreamChunk",

@@ -30,6 +30,15 @@ class FrontlineDecision(Model):
     reason: str = Field(description="One short sentence: why this choice.")
 
 
+class RouteCall(Model):
+    """Hand the request to the orchestrator instead of answering it."""
+
+    reason: str = Field(
+        description="One short sentence: what it needs (web search, current data, email, "
+        "research, tools, ...)."
+    )
+
+
 class Parameter(Model):
     """One named parameter for a worker (strict schemas cannot carry free-form maps)."""
 

@@ -34,6 +34,7 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "DeadLetter": events.DeadLetter,
     # The model's structured outputs.
     "FrontlineDecision": decisions.FrontlineDecision,
+    "RouteCall": decisions.RouteCall,
     "OrchestratorDecision": decisions.OrchestratorDecision,
     "Verdict": decisions.Verdict,
     "ResearchPlan": research.ResearchPlan,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call, verdict
 from tests.support.harness import Client, System
 
 
@@ -34,8 +34,8 @@ async def test_frontline_sees_the_last_turns_of_the_session(
     async with Client(system.ws_url) as client:
         await client.ask("hi, I am Ada")
         await client.ask("how are you")
-    decisions = [c for c in fake_llm.chat_calls("fake-frontline") if c.get("response_format")]
-    contents = [m["content"] for m in decisions[-1]["messages"]]
+    calls = fake_llm.chat_calls("fake-frontline")
+    contents = [m["content"] for m in calls[-1]["messages"]]
     assert "hi, I am Ada" in contents
     assert contents[-1] == "how are you"
 
@@ -119,23 +119,80 @@ async def test_one_sessions_bad_frames_do_not_disturb_another(system: System) ->
         assert (await bad.recv())["error"]["code"] == "invalid_json"
 
 
+async def test_a_direct_answer_costs_one_model_call(system: System, fake_llm: FakeOpenAI) -> None:
+    async with Client(system.ws_url, events=True) as client:
+        before = len(fake_llm.chat_calls("fake-frontline"))
+        convo = await client.ask("hello")
+    assert convo.text == "Hello there! How can I help you today?"
+    assert convo.progress("direct")
+    (call,) = fake_llm.chat_calls("fake-frontline")[before:]
+    assert call["stream"] is True
+    assert [t["function"]["name"] for t in call["tools"]] == ["route"]
+
+
+async def test_a_routed_request_costs_the_frontline_one_model_call(
+    system: System, fake_llm: FakeOpenAI
+) -> None:
+    async with Client(system.ws_url, events=True) as client:
+        before = len(fake_llm.chat_calls("fake-frontline"))
+        convo = await client.ask("please search for tide tables")
+    (routed,) = convo.progress("routed")
+    assert routed["detail"] == "tools", "the route call's reason"
+    assert convo.end["status"] == "completed"
+    assert len(fake_llm.chat_calls("fake-frontline")) == before + 1
+
+
+async def test_text_before_a_route_call_still_routes(system: System, fake_llm: FakeOpenAI) -> None:
+    fake_llm.script(
+        "fake-frontline",
+        lambda body: Reply(
+            "Let me look that up.", tool_calls=[tool_call("route", {"reason": "needs a search"})]
+        ),
+    )
+    async with Client(system.ws_url, events=True) as client:
+        convo = await client.ask("what is on at the cinema")
+    assert convo.progress("routed")[0]["detail"] == "needs a search"
+    assert convo.end["status"] == "completed"
+    assert convo.text.startswith("Let me look that up.")
+    assert "Answer to:" in convo.text, "the orchestrated answer follows what was said"
+
+
+async def test_an_empty_frontline_reply_is_retried_once_then_fails_clearly(
+    system: System, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script("fake-frontline", lambda body: "")
+    async with Client(system.ws_url, events=True) as client:
+        before = len(fake_llm.chat_calls("fake-frontline"))
+        convo = await client.ask("hey")
+    assert convo.end["status"] == "failed"
+    assert convo.errors and convo.errors[0]["code"] == "llm_invalid_output"
+    calls = fake_llm.chat_calls("fake-frontline")[before:]
+    assert len(calls) == 2
+    assert "Your reply was empty" in calls[1]["messages"][-1]["content"]
+
+
 async def test_invalid_model_output_is_retried_once_with_the_error(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
     replies = iter(
         [
-            '{"route_to_orchestrator": "perhaps"}',
-            '{"route_to_orchestrator": false, "reason": "greeting"}',
+            '{"worker_type": "PERHAPS"}',
+            json.dumps(
+                {
+                    "worker_type": "GENERAL",
+                    "task_description": "explain",
+                    "parameters": [],
+                    "success_criteria": "clear",
+                }
+            ),
         ]
     )
-    fake_llm.script(
-        "fake-frontline",
-        lambda body: next(replies) if body.get("response_format") else "Hello!",
-    )
-    async with Client(system.ws_url) as client:
-        convo = await client.ask("hey")
-    assert convo.text == "Hello!"
-    decisions = [c for c in fake_llm.chat_calls("fake-frontline") if c.get("response_format")]
+    fake_llm.script("fake-orchestrator", lambda body: next(replies))
+    async with Client(system.ws_url, events=True) as client:
+        before = len(fake_llm.chat_calls("fake-orchestrator"))
+        convo = await client.ask("please research tides")
+    assert convo.end["status"] == "completed"
+    decisions = fake_llm.chat_calls("fake-orchestrator")[before:]
     assert len(decisions) == 2
     assert "not valid" in decisions[1]["messages"][-1]["content"]
 

@@ -1,5 +1,6 @@
 """A routed request completes through the real services whatever structured output the model
-server supports, and a role's fallback answers when its model server is down."""
+server supports (the frontline's one call with it: a `route` tool where tools work, a `ROUTE:`
+line where they do not), and a role's fallback answers when its model server is down."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.runtime.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.fakes.openai_server import ROUTE_LINE, FakeOpenAI, Reply, one_call
 from tests.support.harness import Client, System, llm_env
 
 ROUTED = "please search for the opening hours of the Lisbon aquarium"
@@ -61,10 +62,16 @@ async def test_a_routed_request_completes_as_the_server_loses_each_structured_mo
         assert convo.end["status"] == "completed", expected
         assert convo.text.startswith("Answer to:"), expected
         assert convo.progress("routed"), "the frontline routed it"
-        for role in ("fake-frontline", "fake-orchestrator", "fake-evaluator"):
+        for role in ("fake-orchestrator", "fake-evaluator"):
             calls = own_llm.chat_calls(role)
             # The first request after a refusal is refused once, then asked the new way.
             assert modes_used(own_llm, role, len(calls) - 1) == {expected}, (role, expected)
+        # The frontline asks once, in the convention its server takes.
+        last = own_llm.chat_calls("fake-frontline")[-1]
+        tools = "tools" not in refused
+        assert one_call(last) == ("tools" if tools else "marker"), expected
+        system_prompt = last["messages"][0]["content"]
+        assert (ROUTE_LINE in system_prompt) is not tools
 
 
 async def test_the_fallback_model_answers_and_the_end_frame_says_so(

@@ -1,13 +1,13 @@
-"""Frontline's handler: decide, then stream a direct answer or route."""
+"""Frontline's handler: one model call that streams a direct answer, or routes."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
 from contracts import (
     ChatRequested,
-    FrontlineDecision,
     Progress,
     RequestCancelled,
     RequestCompleted,
@@ -15,7 +15,6 @@ from contracts import (
     RequestRouted,
     StreamChunk,
     Turn,
-    Usage,
 )
 from contracts.events import ProgressStage
 from services.frontline import prompts
@@ -24,7 +23,8 @@ from services.runtime.cancels import Cancellations
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
 from services.runtime.lifecycle import IllegalMove, Tracked
-from services.runtime.llm import LLMClient, StreamResult
+from services.runtime.llm import LLMClient, Messages
+from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.metrics import CANCELLATIONS
 from services.runtime.outcomes import finish
 from services.runtime.prompts import conversation
@@ -47,68 +47,59 @@ class Frontline:
             await self._cancelled(req)
             return
         history = await load_history(self.bus, req.session_id, self.bus.settings.history_turns)
-        try:
-            decision = await self.llm.structured(
-                conversation(prompts.SYSTEM, history, req.message), FrontlineDecision
-            )
-        except MODEL_ERRORS as exc:
-            await self._fail(req, exc)
-            return
-        if self.cancels.is_set(req.request_id):
-            await self._cancelled(req)
-            return
-        if decision.value.route_to_orchestrator:
-            await self._progress(req, "routed", decision.value.reason)
-            routed = RequestRouted(
-                **req.model_dump(exclude={"kind", "event_id", "ts"}),
-                reason=decision.value.reason,
-                history=history,
-            )
-            await self.bus.publish(
-                routed,
-                self.bus.subjects.request_routed,
-                dedupe_key=msg_id(req.request_id, "routed"),
-            )
-            return
-        try:
-            tracked = await self.bus.requests.move(req.request_id, "direct", known=tracked)
-        except IllegalMove:
-            return  # cancelled meanwhile: whoever cancelled it ends it
-        await self._progress(req, "direct", decision.value.reason)
-        await self._answer(req, history, decision.usage, tracked)
+        reply = ChoiceResult()
+        answer = _Answer(self, req, tracked)
 
-    async def _answer(
-        self, req: ChatRequested, history: list[Turn], usage: Usage, tracked: Tracked
-    ) -> None:
-        result = StreamResult()
-        subject = self.bus.subjects.stream(req.request_id)
-        messages = conversation(prompts.ANSWER, history, req.message)
+        def build(how: Convention) -> Messages:
+            return conversation(prompts.system(how), history, req.message)
+
+        # One model call: it streams the answer (tokens go to the client as they come) or
+        # calls `route` instead; the first tokens tell which.
         try:
-            seq = 0
-            async with contextlib.aclosing(self.llm.stream(messages, result)) as deltas:
+            async with contextlib.aclosing(
+                self.llm.answer_or_call(build, prompts.ROUTE, reply)
+            ) as deltas:
                 async for delta in deltas:
                     if self.cancels.is_set(req.request_id):
                         # Leaving the loop closes the stream: the model call is aborted.
                         CANCELLATIONS.labels("frontline").inc()
+                        await answer.settle()
                         await self._cancelled(req)
                         return
-                    chunk = StreamChunk(
-                        request_id=req.request_id, session_id=req.session_id, seq=seq, text=delta
-                    )
-                    await self.bus.emit(chunk, subject)
-                    seq += 1
+                    await answer.text(delta)
         except MODEL_ERRORS as exc:
+            await answer.settle()
             await self._fail(req, exc)
             return
+        if reply.called is not None:
+            await answer.settle()
+            await self._route(req, history, reply.called)
+            return
+        tracked_now = await answer.stop()
+        if tracked_now is None:
+            return  # cancelled meanwhile: whoever cancelled it ends it
         done = RequestCompleted(
             request_id=req.request_id,
             session_id=req.session_id,
             status="completed",
-            output=result.text,
+            output=reply.text,
             route="direct",
-            usage=usage + result.usage,
+            usage=reply.usage,
         )
-        await finish(self.bus, done, known=tracked)
+        await finish(self.bus, done, known=tracked_now)
+
+    async def _route(self, req: ChatRequested, history: list[Turn], reason: str) -> None:
+        await self._progress(req, "routed", reason)
+        routed = RequestRouted(
+            **req.model_dump(exclude={"kind", "event_id", "ts"}),
+            reason=reason,
+            history=history,
+        )
+        await self.bus.publish(
+            routed,
+            self.bus.subjects.request_routed,
+            dedupe_key=msg_id(req.request_id, "routed"),
+        )
 
     async def _cancelled(self, req: ChatRequested) -> None:
         reason = self.cancels.seen.get(req.request_id, "cancelled by the user")
@@ -141,3 +132,51 @@ class Frontline:
             error=f"The frontline could not process this request: {exc}",
         )
         await finish(self.bus, failed)
+
+
+class _Answer:
+    """A direct answer as it streams: the first text moves the request to `direct` (in the
+    background, so the first token is not held up by the write) and says so in a progress
+    event; each delta goes out as a stream chunk."""
+
+    def __init__(self, frontline: Frontline, req: ChatRequested, tracked: Tracked) -> None:
+        self.frontline = frontline
+        self.req = req
+        self.tracked = tracked
+        self.subject = frontline.bus.subjects.stream(req.request_id)
+        self.seq = 0
+        self.moving: asyncio.Task[Tracked] | None = None
+
+    def _move(self) -> asyncio.Task[Tracked]:
+        requests = self.frontline.bus.requests
+        return asyncio.create_task(requests.move(self.req.request_id, "direct", known=self.tracked))
+
+    async def text(self, delta: str) -> None:
+        if self.moving is None:
+            self.moving = self._move()
+            await self.frontline._progress(self.req, "direct", "")
+        chunk = StreamChunk(
+            request_id=self.req.request_id,
+            session_id=self.req.session_id,
+            seq=self.seq,
+            text=delta,
+        )
+        await self.frontline.bus.emit(chunk, self.subject)
+        self.seq += 1
+
+    async def stop(self) -> Tracked | None:
+        """The request's record once the answer ended: as moved to `direct` (moved now if no
+        text came before), or None when a cancel got there first."""
+        if self.moving is None:
+            self.moving = self._move()
+        try:
+            return await self.moving
+        except IllegalMove:
+            return None
+
+    async def settle(self) -> None:
+        """The answer stopped for another reason (a route after some text, a cancel, a
+        failure): wait for the move to `direct` if one began."""
+        if self.moving is not None:
+            with contextlib.suppress(IllegalMove):
+                await self.moving

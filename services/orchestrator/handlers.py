@@ -72,7 +72,7 @@ class Orchestrator:
             return  # unknown, or ended already (cancelled early, or a redelivery)
         state = await self._start(req)
         try:
-            if tracked.value.state == "accepted":
+            if tracked.value.state in ("accepted", "direct"):
                 tracked = await self.bus.requests.move(
                     req.request_id, "routed", known=tracked, detail=req.reason
                 )

@@ -61,6 +61,7 @@ TABLE: tuple[Move, ...] = (
     Move("direct", "completed", FRONT, "the direct answer is complete"),
     Move("direct", "failed", FRONT, "the model failed while answering"),
     Move("direct", "cancelled", EITHER, "cancelled while streaming"),
+    Move("direct", "routed", ORCH, "the frontline's model began answering, then routed it"),
     Move("routed", "decided", ORCH, "the orchestrator chose a worker and criteria"),
     Move("routed", "completed", ORCH, "answered from the semantic cache"),
     Move("routed", "failed", ORCH, "refused, no such worker, or the model failed"),

@@ -3,6 +3,7 @@ retries, and structured output in whatever mode each endpoint takes (modes.py)."
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -10,7 +11,9 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from services.runtime.errors import LLMInvalidOutput, LLMUnavailable
+from services.runtime.llm import choice as choices
 from services.runtime.llm import modes
+from services.runtime.llm.choice import Choice, ChoiceResult, Convention
 from services.runtime.llm.endpoint import Endpoint
 from services.runtime.llm.modes import MODES
 from services.runtime.llm.schema import parse, short_error
@@ -158,3 +161,97 @@ class LLMClient:
             )
         async for delta in self.fallback.stream(messages, result, **extra):
             yield delta
+
+    async def answer_or_call(
+        self,
+        build: Callable[[Convention], Messages],
+        choice: Choice,
+        result: ChoiceResult,
+    ) -> AsyncGenerator[str, None]:
+        """One streamed call that answers (text deltas are yielded as they come) or calls
+        `choice` instead (`result.called` holds its argument once iteration ends), in the
+        convention the endpoint takes (choice.py). `build(convention)` gives the messages.
+        An empty reply is retried once; the fallback takes over only before the first delta."""
+        started = False
+        try:
+            async for delta in self._answer_or_call(self.primary, build, choice, result):
+                started = True
+                yield delta
+            return
+        except LLMUnavailable as exc:
+            if started or self.fallback is None or not exc.transient:
+                raise
+            log.warning(
+                "%s: %s failed after its retries; answering from the fallback %s at %s",
+                self.role,
+                self.model,
+                self.fallback.model,
+                self.fallback.config.where,
+            )
+        async for delta in self._answer_or_call(self.fallback, build, choice, result):
+            yield delta
+
+    async def _answer_or_call(
+        self,
+        ep: Endpoint,
+        build: Callable[[Convention], Messages],
+        choice: Choice,
+        result: ChoiceResult,
+    ) -> AsyncGenerator[str, None]:
+        how = choices.convention(self.mode(ep))
+        empty = 0
+        while True:
+            messages = build(how)
+            if empty:
+                messages = choices.nudge(choice, how, messages)
+            asked, extra = choices.request(choice, how, messages)
+            raw = StreamResult()
+            marker = choices.Marker(choice) if how == "marker" else None
+            result.convention = how
+            said = False
+            try:
+                async with contextlib.aclosing(ep.stream(asked, raw, **extra)) as deltas:
+                    async for delta in deltas:
+                        out = marker.feed(delta) if marker is not None else delta
+                        if out:
+                            said = True
+                            result.text += out
+                            yield out
+                        if marker is not None and marker.line_done:
+                            break  # closing the stream stops the model: the rest is unused
+            except LLMUnavailable as exc:
+                if said or how != "tools" or not self._refuses_tools(ep, exc):
+                    raise
+                how = "marker"
+                continue
+            tail = marker.end() if marker is not None else ""
+            if tail:
+                result.text += tail
+                yield tail
+            result.usage = result.usage + raw.usage
+            result.model = raw.model or ep.model
+            called = marker.called if marker is not None else choices.argument_of(choice, raw)
+            if called is not None:
+                result.called = called
+                return
+            if result.text.strip():
+                return
+            empty += 1
+            if empty > 1:
+                LLM_ERRORS.labels(self.role, ep.model, "invalid_output").inc()
+                raise LLMInvalidOutput(
+                    self.role,
+                    ep.model,
+                    f"The {self.role} model ({ep.model}, convention {how}) gave an empty "
+                    f"reply twice: neither an answer nor a call of {choice.name}",
+                    raw="",
+                    mode=how,
+                )
+
+    def _refuses_tools(self, ep: Endpoint, exc: LLMUnavailable) -> bool:
+        """Whether `exc` says the server lacks tool calling; if so, remembered (never past a
+        forced mode): the marker convention is used from now on."""
+        if ep.config.structured is not None or not modes.refuses("tools", exc.status, str(exc)):
+            return False
+        MODES.step_down(ep.key, "tools", str(exc))
+        return True

@@ -232,15 +232,23 @@ class Endpoint:
                     await response.aclose()
             except CALL_ERRORS as exc:
                 raise self._fail(exc, span, started) from exc
-            result.tool_calls = [
-                ToolCall(id=parts[0], name=parts[1], arguments=parts[2])
-                for _, parts in sorted(calls.items())
-            ]
-            result.model = result.model or self.model
-            if result.usage.calls == 0:
-                result.usage = Usage.of_call(result.model)
-            span.set_attribute("gen_ai.response.model", result.model)
-            self._record(result.usage, started, span)
+            except GeneratorExit:  # the caller stopped reading: the call still happened
+                self._streamed(result, calls, span, started)
+                raise
+            self._streamed(result, calls, span, started)
+
+    def _streamed(
+        self, result: StreamResult, calls: dict[int, list[str]], span: trace.Span, started: float
+    ) -> None:
+        result.tool_calls = [
+            ToolCall(id=parts[0], name=parts[1], arguments=parts[2])
+            for _, parts in sorted(calls.items())
+        ]
+        result.model = result.model or self.model
+        if result.usage.calls == 0:
+            result.usage = Usage.of_call(result.model)
+        span.set_attribute("gen_ai.response.model", result.model)
+        self._record(result.usage, started, span)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         self._require()

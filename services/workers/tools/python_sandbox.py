@@ -251,7 +251,9 @@ class PythonSandbox:
         stopped = None
         try:
             async with asyncio.timeout(limits.wall_seconds):
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                # A child that already exited closed its stdin: asyncio's loop says so with
+                # BrokenPipeError/ConnectionResetError, uvloop's with RuntimeError.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError, RuntimeError):
                     proc.stdin.write(code.encode("utf-8"))
                     await proc.stdin.drain()
                 proc.stdin.close()

@@ -9,7 +9,15 @@ A structured request asked for as a forced function call (`tool_choice`) gets th
 JSON back as that function's arguments.
 
 A script is a function of the parsed request returning a `Reply`; a reply with `tool_calls`
-comes back as `choices[0].message.tool_calls` with finish_reason "tool_calls". By default:
+comes back as `choices[0].message.tool_calls` with finish_reason "tool_calls" (streamed: as
+tool-call deltas, the arguments in pieces).
+
+The frontline's one call (answer, or route: the `route` tool, or a `ROUTE:` line where tools
+are refused) is played from a script's two answers: the script is asked the decision (the
+request as a `FrontlineDecision` structured request, so `structured(body)` names it) and, for a
+direct answer, the answer (the request without tools); the fake renders the route as the call's
+convention asks. A script may instead answer the call itself (a `Reply`, with a `route` tool call
+or a `ROUTE:` line, or text). By default:
 - frontline: route when the last user message mentions a tool-ish word, else answer directly;
 - orchestrator: GENERAL with the message as task;
 - worker: "Answer to: <task>";
@@ -82,6 +90,42 @@ def all_text(body: dict[str, Any]) -> str:
 
 
 SCHEMA_IN_PROMPT = re.compile(r"JSON Schema of (\w+)")
+ROUTE_LINE = "`ROUTE: <"  # the marker convention's instruction (services/frontline/prompts.py)
+
+
+def one_call(body: dict[str, Any]) -> str | None:
+    """'tools' or 'marker' when the request is the frontline's answer-or-route call."""
+    for t in body.get("tools") or []:
+        if (t.get("function") or {}).get("name") == "route" and body.get("tool_choice") in (
+            None,
+            "auto",
+        ):
+            return "tools"
+    for m in body.get("messages", []):
+        if m.get("role") == "system" and ROUTE_LINE in str(m.get("content")):
+            return "marker"
+    return None
+
+
+def decision_view(body: dict[str, Any]) -> dict[str, Any]:
+    """The one call as the frontline's old first question: a structured decision."""
+    view = {k: v for k, v in body.items() if k not in ("tools", "tool_choice", "stream")}
+    view["response_format"] = {
+        "type": "json_schema",
+        "json_schema": {"name": "FrontlineDecision", "schema": {}, "strict": True},
+    }
+    return view
+
+
+def answer_view(body: dict[str, Any]) -> dict[str, Any]:
+    """The one call as the frontline's old second question: the answer, streamed."""
+    return {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}
+
+
+def route_reply(how: str, reason: str) -> Reply:
+    if how == "tools":
+        return Reply(tool_calls=[tool_call("route", {"reason": reason})])
+    return Reply(f"ROUTE: {reason}")
 
 
 def structured(body: dict[str, Any]) -> str | None:
@@ -245,7 +289,8 @@ class FakeOpenAI(FakeServer):
         script = self.scripts.get(model)
         if script is None:
             return Response(404, {"error": {"message": f"model {model} not found"}})
-        raw = script(body)
+        how = one_call(body)
+        raw = self._one_call(script, body, how) if how is not None else script(body)
         if isinstance(raw, Reply):
             reply = raw
         elif isinstance(raw, dict):
@@ -288,6 +333,19 @@ class FakeOpenAI(FakeServer):
             },
         )
 
+    def _one_call(self, script: Script, body: dict[str, Any], how: str) -> Reply | str:
+        first = script(decision_view(body))
+        if isinstance(first, dict) and "route_to_orchestrator" in first:
+            if first["route_to_orchestrator"]:
+                return route_reply(how, str(first.get("reason") or "routed"))
+            answer = script(answer_view(body))
+            if isinstance(answer, dict):
+                return json.dumps(answer)
+            return answer
+        if isinstance(first, dict):
+            return json.dumps(first)
+        return first
+
     def _structured_reply(self, body: dict[str, Any], value: dict[str, Any]) -> Reply:
         """A JSON reply as the request asked for it: the forced function's arguments, or text
         (wrapped in prose or a fence when `wrap` says so)."""
@@ -318,7 +376,7 @@ class FakeOpenAI(FakeServer):
                 }
             )
         ]
-        for piece in pieces:
+        for piece in pieces if reply.content else []:
             out.append(
                 event(
                     {
@@ -329,7 +387,19 @@ class FakeOpenAI(FakeServer):
                     }
                 )
             )
-        out.append(event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+        for index, call in enumerate(_render_tool_call(c) for c in reply.tool_calls or []):
+            args = call["function"]["arguments"]
+            half = len(args) // 2
+            head = {**call, "index": index, "function": {**call["function"], "arguments": ""}}
+            for delta in (
+                head,
+                {"index": index, "function": {"arguments": args[:half]}},
+                {"index": index, "function": {"arguments": args[half:]}},
+            ):
+                choice = {"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": None}
+                out.append(event({**base, "choices": [choice]}))
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        out.append(event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
         out.append(event({**base, "choices": [], "usage": usage}))
         out.append(b"data: [DONE]\n\n")
         return out
