@@ -119,7 +119,7 @@ def _subscriptions(ns: str) -> dict[str, list[str]]:
         SERVICES, (gateway, frontline, orchestrator, evaluator, workers), strict=True
     ):
         host = module.build(settings)
-        subs[name] = [s.subject.broker_address for s in host.bus.broker.subscribers]
+        subs[name] = host.bus.subscriptions()
     return subs
 
 

@@ -13,7 +13,6 @@ from contracts import (
     RequestCompleted,
     RequestFailed,
     RequestRouted,
-    StreamChunk,
     Turn,
 )
 from contracts.events import ProgressStage
@@ -29,6 +28,7 @@ from services.runtime.metrics import CANCELLATIONS
 from services.runtime.outcomes import finish
 from services.runtime.prompts import conversation
 from services.runtime.sessions import load_history
+from services.runtime.streaming import ChunkStream
 
 log = logging.getLogger("sidekick.frontline")
 
@@ -137,14 +137,13 @@ class Frontline:
 class _Answer:
     """A direct answer as it streams: the first text moves the request to `direct` (in the
     background, so the first token is not held up by the write) and says so in a progress
-    event; each delta goes out as a stream chunk."""
+    event; the text goes out as stream chunks, a chunk per burst of tokens."""
 
     def __init__(self, frontline: Frontline, req: ChatRequested, tracked: Tracked) -> None:
         self.frontline = frontline
         self.req = req
         self.tracked = tracked
-        self.subject = frontline.bus.subjects.stream(req.request_id)
-        self.seq = 0
+        self.chunks = ChunkStream(frontline.bus, req.request_id, req.session_id)
         self.moving: asyncio.Task[Tracked] | None = None
 
     def _move(self) -> asyncio.Task[Tracked]:
@@ -155,18 +154,12 @@ class _Answer:
         if self.moving is None:
             self.moving = self._move()
             await self.frontline._progress(self.req, "direct", "")
-        chunk = StreamChunk(
-            request_id=self.req.request_id,
-            session_id=self.req.session_id,
-            seq=self.seq,
-            text=delta,
-        )
-        await self.frontline.bus.emit(chunk, self.subject)
-        self.seq += 1
+        self.chunks.add(delta)
 
     async def stop(self) -> Tracked | None:
-        """The request's record once the answer ended: as moved to `direct` (moved now if no
-        text came before), or None when a cancel got there first."""
+        """The request's record once the answer ended, every chunk sent: as moved to `direct`
+        (moved now if no text came before), or None when a cancel got there first."""
+        await self.chunks.close()
         if self.moving is None:
             self.moving = self._move()
         try:
@@ -176,7 +169,8 @@ class _Answer:
 
     async def settle(self) -> None:
         """The answer stopped for another reason (a route after some text, a cancel, a
-        failure): wait for the move to `direct` if one began."""
+        failure): send what was said, and wait for the move to `direct` if one began."""
+        await self.chunks.close()
         if self.moving is not None:
             with contextlib.suppress(IllegalMove):
                 await self.moving

@@ -9,7 +9,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from faststream.nats import NatsMessage
+from nats.aio.msg import Msg
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -26,6 +26,7 @@ from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
 from services.runtime.host import ServiceHost, make_broker
+from services.runtime.metrics import GATEWAY_EVENTS
 from services.runtime.outcomes import record_step
 from services.runtime.sessions import mark_delivered, update_session
 from services.runtime.settings import Settings
@@ -87,23 +88,25 @@ def build(settings: Settings) -> ServiceHost:
 
     # Every gateway replica hears every client-bound event (core NATS, no queue group) on one
     # subscription, so chunks, progress and the end arrive in the order they were published,
-    # and delivers each to the sockets it holds for that session.
-    # no_reply: events published on JetStream carry the publisher's ack inbox as reply
-    # subject; answering it would race the server's PubAck (and NATS permissions forbid it).
-    @broker.subscriber(s.out_all, no_reply=True)
-    async def on_out() -> None:
-        # From the context, not a `msg: NatsMessage` parameter (resolved in a worker thread).
-        msg: NatsMessage = broker.context.get_local("message")
+    # and delivers each to the sockets it holds for that session. A plain NATS subscription:
+    # these are the busiest messages of all (a reply's chunks), and the gateway only routes
+    # them to sockets; a consume span and the broker's metrics each cost more than that.
+    # Events published on JetStream carry the publisher's ack inbox as reply subject; it is
+    # never answered (that would race the server's PubAck, and NATS permissions forbid it).
+    async def on_out(msg: Msg) -> None:
         try:
-            event = parse_event(msg.raw_message.data)
+            event = parse_event(msg.data)
         except ValidationError:
-            log.warning("dropping an unreadable event on %s", msg.raw_message.subject)
+            log.warning("dropping an unreadable event on %s", msg.subject)
             return
+        GATEWAY_EVENTS.labels(event.kind).inc()
         if isinstance(event, OUTCOMES):
             limits.release(event.request_id)
         elif isinstance(event, Progress) and event.workflow_status is not None:
             background(on_step(event))
         hub.dispatch(event)
+
+    bus.listen(s.out_all, on_out)
 
     async def page(_: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)

@@ -88,6 +88,7 @@ class ServiceHost:
         async def lifespan(_: Starlette) -> AsyncIterator[None]:
             await self.bus.setup()
             await self.bus.broker.start()
+            await self.bus.start()
             for hook in self.on_ready:
                 await hook()
             log.info("%s ready (pid %d)", self.name, os.getpid())

@@ -73,6 +73,12 @@ WS_CONNECTIONS = Gauge(
     "Open WebSocket connections.",
     registry=REGISTRY,
 )
+GATEWAY_EVENTS = Counter(
+    "sidekick_gateway_events_total",
+    "Client-bound events (stream chunks, progress, outcomes) the gateway heard, by kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
 GATEWAY_FRAMES_REJECTED = Counter(
     "sidekick_gateway_frames_rejected_total",
     "Client frames rejected, by reason.",
