@@ -59,46 +59,34 @@ def llm_panels(role: str | None) -> list[Panel]:
 
 
 def messaging_panels(job: str) -> list[Panel]:
-    """FastStream's middleware metrics, and readiness, for one service."""
+    """The bus as one service sees it: its durable consumers' messages and handlers, and
+    readiness (services/runtime/bus.py)."""
     j = f'job="{job}"'
-    handled = "faststream_received_processed_messages"
     return [
         ts(
-            "Messages handled / s by handler and result",
-            (total(f"{handled}_total", "handler, status", j), "{{handler}} {{status}}"),
+            "Messages handled / s by consumer and result",
+            (
+                total("sidekick_bus_messages_total", "consumer, result", j),
+                "{{consumer}} {{result}}",
+            ),
             unit="ops",
             w=8,
         ),
         ts(
             "Handler duration p95",
-            (quantile(0.95, f"{handled}_duration_seconds", "handler", j), "{{handler}}"),
+            (
+                quantile(0.95, "sidekick_bus_handler_duration_seconds", "consumer", j),
+                "{{consumer}}",
+            ),
             unit="s",
             w=8,
         ),
         ts(
             "Messages in progress",
             (
-                f"sum by (handler) ({q('faststream_received_messages_in_process', j)})",
-                "{{handler}}",
+                f"sum by (consumer) ({q('sidekick_bus_messages_in_progress', j)})",
+                "{{consumer}}",
             ),
-            w=8,
-        ),
-        ts(
-            "Handler exceptions / s",
-            (
-                total(f"{handled}_exceptions_total", "handler, exception_type", j),
-                "{{exception_type}}",
-            ),
-            unit="ops",
-            w=8,
-        ),
-        ts(
-            "Published / s by subject",
-            (
-                total("faststream_published_messages_total", "destination, status", j),
-                "{{destination}}",
-            ),
-            unit="ops",
             w=8,
         ),
         ts(
@@ -244,6 +232,14 @@ def gateway() -> dict[str, Any]:
                     ts("Open WebSockets by pod", (sockets, "{{pod}}")),
                     ts(
                         "Rejected client frames / s by reason", (rejected, "{{reason}}"), unit="ops"
+                    ),
+                    ts(
+                        "Client-bound events heard / s by kind",
+                        (
+                            total("sidekick_gateway_events_total", "kind", 'job="gateway"'),
+                            "{{kind}}",
+                        ),
+                        unit="ops",
                     ),
                 ],
             ),

@@ -12,33 +12,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from faststream import AckPolicy
-from faststream.nats import (
-    ConsumerConfig,
-    DeliverPolicy,
-    JStream,
-    NatsBroker,
-    NatsMessage,
-    PullSub,
-)
+from faststream.nats import NatsBroker
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
+from opentelemetry import propagate, trace
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects
 from contracts.events import DeadLetter
 from services.runtime import topology
+from services.runtime.consumer import Consumer
 from services.runtime.lifecycle import Requests
-from services.runtime.metrics import DEAD_LETTERS
-from services.runtime.natsauth import inbox_prefix
+from services.runtime.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.bus")
+tracer = trace.get_tracer("sidekick.bus")
 
 E = TypeVar("E", bound=Event)
 
@@ -101,6 +96,9 @@ class Bus:
         self._buckets: Buckets | None = None
         self._nc: Client | None = None
         self._listeners: list[tuple[str, Callable[[Msg], Awaitable[None]]]] = []
+        self._durables: list[tuple[str, str, Callable[[Msg], Awaitable[None]]]] = []
+        self._consumers: list[Consumer] = []
+        self._ticker: asyncio.Task[None] | None = None
         self._js: JetStreamContext | None = None
 
     async def setup(self, *, wait: float | None = None) -> None:
@@ -144,11 +142,14 @@ class Bus:
         return Requests(self.kv.status, self.service)
 
     async def publish(self, event: BaseModel, subject: str, *, dedupe_key: str) -> None:
-        """Durable publish on JetStream; the server drops a second copy with the same key."""
-        await self.broker.publish(
-            event.model_dump_json().encode(),
+        """Durable publish on JetStream; the server drops a second copy with the same key. The
+        trace context goes along in the headers, so the consumer's span continues the trace."""
+        headers = {"Nats-Msg-Id": dedupe_key}
+        propagate.inject(headers)
+        await self.js.publish(
             subject,
-            headers={"Nats-Msg-Id": dedupe_key, "content-type": "application/json"},
+            event.__pydantic_serializer__.to_json(event),
+            headers=headers,
             stream=self._stream_for(subject),
             timeout=10,
         )
@@ -164,16 +165,12 @@ class Bus:
         handled one at a time, in order."""
         self._listeners.append((subject, handler))
 
-    async def start(self) -> None:
-        """Subscribe what `listen` declared (after `setup()` and the broker's start)."""
-        for subject, handler in self._listeners:
-            await self.nc.subscribe(subject, cb=handler)
-
     def subscriptions(self) -> list[str]:
-        """Every subject this service consumes: the broker's subscribers and its plain
-        subscriptions (tests/test_contracts.py checks them against the bus table)."""
+        """Every subject this service consumes: the broker's subscribers, its durable consumers
+        and its plain subscriptions (tests/test_contracts.py checks them against the bus table)."""
         return [
             *(sub.subject.broker_address for sub in self.broker.subscribers),  # type: ignore[attr-defined]
+            *(subject for subject, _, _ in self._durables),
             *(subject for subject, _ in self._listeners),
         ]
 
@@ -210,85 +207,105 @@ class Bus:
         on_exhausted: Callable[[E, BaseException], Awaitable[None]] | None = None,
     ) -> None:
         """Register `handler` as the durable, load-shared consumer `consumer` of `subject`. The
-        consumer is made by the bootstrap step (topology.py); the service only binds to it."""
-        settings = self.settings
+        consumer is made by the bootstrap step (topology.py); the service binds to it and reads
+        it with a standing pull (consumer.py) once started."""
         declared = topology.consumers(self.subjects).get(consumer)
         if declared != subject:
             raise ValueError(
                 f"consumer {consumer!r} of {subject} is not in services/runtime/topology.py"
             )
-        config = topology.consumer_config(self.subjects, consumer, settings)
+        durable = topology.durable_name(self.subjects, consumer)
+        acked, seconds = BUS_HANDLED.labels(consumer, "acked"), BUS_SECONDS.labels(consumer)
+        in_progress = BUS_IN_PROGRESS.labels(consumer)
 
-        @self.broker.subscriber(
-            subject,
-            stream=JStream(self._stream_for(subject), declare=False),
-            durable=topology.durable_name(self.subjects, consumer),
-            pull_sub=PullSub(batch_size=min(settings.max_concurrency, 16), timeout=2.0),
-            config=ConsumerConfig(
-                ack_wait=config.ack_wait,
-                max_deliver=config.max_deliver,
-                max_ack_pending=config.max_ack_pending,
-                deliver_policy=DeliverPolicy.ALL,
-                filter_subject=subject,
-            ),
-            ack_policy=AckPolicy.MANUAL,
-            max_workers=settings.max_concurrency,
-            # Fetched messages come to the service's own inbox (FastStream's default is _INBOX.).
-            inbox_prefix=f"{inbox_prefix(self.service)}.".encode(),
-        )
-        async def _consume() -> None:
-            # Read from the context rather than declared as `msg: NatsMessage`: FastDepends
-            # resolves such a parameter in a worker thread, for every message (~0.3 ms of CPU
-            # and a thread round trip per message; see `python -m bench.hotspots`).
-            msg: NatsMessage = self.broker.context.get_local("message")
-            await self._deliver(msg, subject, model, handler, on_exhausted)
+        async def deliver(msg: Msg) -> None:
+            with in_progress.track_inprogress():
+                started = time.perf_counter()
+                result = await self._deliver(msg, subject, model, handler, on_exhausted)
+                if result == "acked":
+                    acked.inc()
+                else:
+                    BUS_HANDLED.labels(consumer, result).inc()
+                seconds.observe(time.perf_counter() - started)
+
+        self._durables.append((subject, durable, deliver))
+
+    async def start(self) -> None:
+        """Subscribe what `listen` declared and start reading the durable consumers (after
+        `setup()`); one ticker keeps the messages being handled alive (in-progress acks)."""
+        for subject, handler in self._listeners:
+            await self.nc.subscribe(subject, cb=handler)
+        capacity = self.settings.max_concurrency
+        for subject, durable, deliver in self._durables:
+            stream = self._stream_for(subject)
+            consumer = Consumer(self.nc, stream, durable, capacity, deliver)
+            await consumer.start()
+            self._consumers.append(consumer)
+        if self._consumers:
+            self._ticker = asyncio.create_task(self._keep_alive())
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop taking work; give the handlers running `grace` seconds to finish."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+        await asyncio.gather(*(c.stop(grace) for c in self._consumers))
+
+    async def _keep_alive(self) -> None:
+        interval = self.settings.heartbeat_interval
+        while True:
+            await asyncio.sleep(interval / 2)
+            for consumer in self._consumers:
+                await consumer.keep_alive(interval)
 
     async def _deliver(
         self,
-        msg: NatsMessage,
+        msg: Msg,
         subject: str,
         model: type[E],
         handler: Callable[[E], Awaitable[None]],
         on_exhausted: Callable[[E, BaseException], Awaitable[None]] | None,
-    ) -> None:
-        raw = msg.raw_message
+    ) -> str:
+        """Handle one message: its result (acked, rejected, retried, dead-lettered)."""
         try:
-            event = model.model_validate_json(raw.data)
+            event = model.model_validate_json(msg.data)
         except ValidationError as exc:
             log.error("poison message on %s: %s", subject, exc.errors()[:3])
             await self.dead_letter(
-                self.service,
-                f"invalid: {exc.error_count()} errors",
-                raw.data,
-                dict(raw.headers or {}),
+                self.service, f"invalid: {exc.error_count()} errors", msg.data, msg.headers or {}
             )
-            await msg.reject()
-            return
-        delivered = raw.metadata.num_delivered if raw.metadata else 1
-        beat = asyncio.create_task(self._heartbeat(msg))
-        try:
-            await handler(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if delivered >= self.settings.max_deliver:
-                log.exception("giving up on %s after %d deliveries", subject, delivered)
-                await self.dead_letter(
-                    self.service, f"exhausted: {exc!r}"[:500], raw.data, dict(raw.headers or {})
-                )
-                if on_exhausted is not None:
-                    await on_exhausted(event, exc)
-                await msg.reject()
-            else:
+            await msg.term()
+            return "rejected"
+        delivered = msg.metadata.num_delivered
+        parent = propagate.extract(msg.headers) if msg.headers else None
+        with tracer.start_as_current_span(
+            f"{subject} process",
+            context=parent,
+            kind=trace.SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "nats",
+                "messaging.operation": "process",
+                "messaging.destination.name": subject,
+                "messaging.nats.delivered": delivered,
+            },
+        ) as span:
+            try:
+                await handler(event)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                span.record_exception(exc)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
+                if delivered >= self.settings.max_deliver:
+                    log.exception("giving up on %s after %d deliveries", subject, delivered)
+                    await self.dead_letter(
+                        self.service, f"exhausted: {exc!r}"[:500], msg.data, msg.headers or {}
+                    )
+                    if on_exhausted is not None:
+                        await on_exhausted(event, exc)
+                    await msg.term()
+                    return "dead_lettered"
                 log.warning("retrying %s (delivery %d): %r", subject, delivered, exc, exc_info=exc)
-                await msg.nack(delay=min(2.0**delivered, 30.0))
-            return
-        finally:
-            beat.cancel()
+                await msg.nak(delay=min(2.0**delivered, 30.0))
+                return "retried"
         await msg.ack()
-
-    async def _heartbeat(self, msg: NatsMessage) -> None:
-        while True:
-            await asyncio.sleep(self.settings.heartbeat_interval)
-            with contextlib.suppress(Exception):
-                await msg.in_progress()
+        return "acked"

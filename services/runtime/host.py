@@ -95,6 +95,7 @@ class ServiceHost:
             try:
                 yield
             finally:
+                await self.bus.stop()
                 for hook in self.on_stop:
                     with contextlib.suppress(Exception):
                         await hook()

@@ -63,6 +63,26 @@ DEAD_LETTERS = Counter(
     ["source", "reason"],
     registry=REGISTRY,
 )
+BUS_HANDLED = Counter(
+    "sidekick_bus_messages_total",
+    "Messages of a durable consumer handled, by consumer and result (acked, retried, "
+    "rejected as poison, dead_lettered after the last delivery).",
+    ["consumer", "result"],
+    registry=REGISTRY,
+)
+BUS_SECONDS = Histogram(
+    "sidekick_bus_handler_duration_seconds",
+    "Seconds a durable consumer's handler took per message.",
+    ["consumer"],
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+BUS_IN_PROGRESS = Gauge(
+    "sidekick_bus_messages_in_progress",
+    "Messages of a durable consumer being handled now.",
+    ["consumer"],
+    registry=REGISTRY,
+)
 READY = Gauge(
     "sidekick_ready",
     "1 while this process is connected to NATS (what /readyz reports), else 0.",

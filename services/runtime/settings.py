@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.runtime.egress import Egress
@@ -128,8 +128,11 @@ class Settings(BaseSettings):
     stream_replicas: int = Field(
         default=1, ge=1, le=5, description="Replicas of every stream and bucket (3 on a cluster)."
     )
-    ack_wait: float = Field(default=120.0, gt=0, description="JetStream ack wait, seconds.")
-    heartbeat_interval: float = Field(default=15.0, gt=0, description="in-progress every N s.")
+    # Short, so that a message held by a dead process is redelivered in seconds; handlers that
+    # work longer keep theirs with in-progress acks every `heartbeat_interval` (at most 1.5
+    # intervals apart: services/runtime/consumer.py).
+    ack_wait: float = Field(default=8.0, gt=0, description="JetStream ack wait, seconds.")
+    heartbeat_interval: float = Field(default=2.0, gt=0, description="in-progress every N s.")
     max_deliver: int = Field(default=5, ge=2)
     max_concurrency: int = Field(default=64, ge=1, description="Messages handled at once.")
 
@@ -178,6 +181,17 @@ class Settings(BaseSettings):
     )
     ops_host: str = "127.0.0.1"
     ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = none.")
+
+    @model_validator(mode="after")
+    def _heartbeats_keep_messages(self) -> Settings:
+        if self.heartbeat_interval * 1.5 >= self.ack_wait:
+            raise ValueError(
+                f"SIDEKICK_HEARTBEAT_INTERVAL ({self.heartbeat_interval:g} s) must be under "
+                f"two thirds of SIDEKICK_ACK_WAIT ({self.ack_wait:g} s): in-progress acks come "
+                "up to 1.5 intervals apart, and a message whose ack wait runs out is delivered "
+                "again while it is still being handled"
+            )
+        return self
 
     @property
     def worker_kinds(self) -> list[str]:

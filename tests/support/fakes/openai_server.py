@@ -122,6 +122,21 @@ def answer_view(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}
 
 
+def _decision(reply: Reply | str | dict[str, Any]) -> dict[str, Any] | None:
+    """A script's answer to the decision question, as a FrontlineDecision-shaped dict."""
+    value: Any = reply
+    if isinstance(reply, Reply):
+        value = reply.content
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict) and isinstance(value.get("route_to_orchestrator"), bool):
+        return value
+    return None
+
+
 def route_reply(how: str, reason: str) -> Reply:
     if how == "tools":
         return Reply(tool_calls=[tool_call("route", {"reason": reason})])
@@ -335,9 +350,13 @@ class FakeOpenAI(FakeServer):
 
     def _one_call(self, script: Script, body: dict[str, Any], how: str) -> Reply | str:
         first = script(decision_view(body))
-        if isinstance(first, dict) and "route_to_orchestrator" in first:
-            if first["route_to_orchestrator"]:
-                return route_reply(how, str(first.get("reason") or "routed"))
+        decision = _decision(first)
+        if decision is not None:
+            if decision["route_to_orchestrator"]:
+                routed = route_reply(how, str(decision.get("reason") or "routed"))
+                if isinstance(first, Reply):  # keep the script's timing and holds
+                    routed.delay, routed.wait = first.delay, first.wait
+                return routed
             answer = script(answer_view(body))
             if isinstance(answer, dict):
                 return json.dumps(answer)
