@@ -24,6 +24,7 @@ from services.workers.tools.worker import SYSTEM
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.harness import ROOT, Client, System, free_port
+from tests.support.mcp_server import stdio_entry
 from tests.support.workers_support import decide_tools, start_system, tool_results, wait_for
 
 MODEL = "fake-tools-mcp"
@@ -65,13 +66,8 @@ def mcp_system(
 ) -> Iterator[System]:
     config = tmp_path_factory.mktemp("mcp") / "mcp.json"
     servers = {
-        "vault": {
-            "command": sys.executable,
-            "args": ["-m", "tests.support.mcp_server"],
-            "cwd": str(ROOT),
-            "env": {"VAULT_MOTTO": "open sesame"},
-            "autoApprove": ["reverse"],  # another client's key: ignored, said once
-        },
+        # autoApprove is another client's key: ignored, and said once.
+        "vault": {**stdio_entry(VAULT_MOTTO="open sesame"), "autoApprove": ["reverse"]},
         "broken": {"command": "/nonexistent/mcp-server-binary", "args": ["--flag"]},
         "web": {"url": f"http://127.0.0.1:{http_server}/mcp", "headers": {"X-Test": "yes"}},
         "off": {"command": "/nonexistent/never-started", "disabled": True},
@@ -261,24 +257,40 @@ async def test_a_server_that_exits_mid_call_is_restarted_with_one_log_line(
     assert convo.text.startswith("cba (reversed by pid "), convo.text
 
 
-async def test_the_stdio_server_ends_with_the_worker(
-    mcp_system: System, fake_llm: FakeOpenAI
-) -> None:
+async def vault_pid(system: System, fake_llm: FakeOpenAI) -> int:
     def model(body: dict[str, Any]) -> Reply:
         results = tool_results(body)
         if not results:
             return Reply(tool_calls=[tool_call("vault__whoami", {})])
         return Reply(results[0]["content"].split("\n", 1)[1])
 
-    convo = await ask_tools(mcp_system, fake_llm, model, "who is the vault now")
-    pid = json.loads(convo.text)["pid"]
+    convo = await ask_tools(system, fake_llm, model, "who is the vault now")
+    pid = int(json.loads(convo.text)["pid"])
     assert _alive(pid)
+    return pid
+
+
+async def test_the_stdio_server_ends_with_the_worker_killed_or_stopped(
+    mcp_system: System, fake_llm: FakeOpenAI
+) -> None:
+    pid = await vault_pid(mcp_system, fake_llm)
     mcp_system.kill("workers")  # SIGKILL: no shutdown code runs in the worker
     await wait_for(lambda: not _alive(pid), timeout=30)
     before = len(vault_connected(mcp_system))
     await asyncio.to_thread(mcp_system.restart, "workers")
     # The restarted worker started the server before it said it was ready.
     assert len(vault_connected(mcp_system)) == before + 1
+
+    pid = await vault_pid(mcp_system, fake_llm)
+    stopping = len(mcp_system.log("workers"))
+    workers = mcp_system.procs["workers"]
+    workers.terminate()  # SIGTERM: a clean stop
+    await asyncio.to_thread(workers.wait, 30)
+    assert not _alive(pid)
+    said = mcp_system.log("workers")[stopping:]
+    # Quiet: nothing about MCP, and no traceback through the SDK or Sidekick's MCP code.
+    assert "MCP" not in said and "site-packages/mcp/" not in said and "/tools/mcp_" not in said
+    await asyncio.to_thread(mcp_system.restart, "workers")
 
 
 def vault_connected(system: System) -> list[str]:

@@ -14,10 +14,25 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ("reverse", "whoami", "hang", "exit_now")
+
 app = MCPServer("sidekick-test-server")
+
+
+def stdio_entry(**env: str) -> dict[str, Any]:
+    """This server's entry in an `mcpServers` file, started over stdio."""
+    return {
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_server"],
+        "cwd": str(ROOT),
+        "env": env,
+    }
 
 
 @app.tool()
