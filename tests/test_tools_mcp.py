@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,10 @@ import pytest
 from services.runtime.natsserver import NatsServer, die_with_parent
 from services.workers.tools.worker import SYSTEM
 from tests.support.dirs import searchable_dir
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, Script, tool_call
 from tests.support.harness import ROOT, Client, System, free_port
 from tests.support.mcp_server import stdio_entry
+from tests.support.procs import alive
 from tests.support.workers_support import decide_tools, start_system, tool_results, wait_for
 
 MODEL = "fake-tools-mcp"
@@ -32,7 +33,8 @@ CALL_TIMEOUT = 3
 # Secrets the workers process holds; none may reach an MCP server.
 PUSHOVER = "pushover-secret-" + uuid.uuid4().hex
 # What the stdio server may see: its config's env, the SDK's basics, and what Python sets.
-ALLOWED_ENV = {"VAULT_MOTTO", "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LC_CTYPE"}
+CONFIG_ENV = {"VAULT_MOTTO": "open sesame", "MCP_TEST_BANNER": "1"}
+ALLOWED_ENV = {*CONFIG_ENV, "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LC_CTYPE"}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,10 @@ def mcp_system(
     config = tmp_path_factory.mktemp("mcp") / "mcp.json"
     servers = {
         # autoApprove is another client's key: ignored, and said once.
-        "vault": {**stdio_entry(VAULT_MOTTO="open sesame"), "autoApprove": ["reverse"]},
+        "vault": {
+            **stdio_entry(**CONFIG_ENV),
+            "autoApprove": ["reverse"],
+        },
         "broken": {"command": "/nonexistent/mcp-server-binary", "args": ["--flag"]},
         "web": {"url": f"http://127.0.0.1:{http_server}/mcp", "headers": {"X-Test": "yes"}},
         "off": {"command": "/nonexistent/never-started", "disabled": True},
@@ -95,6 +100,23 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def call_then(name: str, args: dict[str, Any], answer: Callable[[str], str]) -> Script:
+    """The worker model's script: call one tool, then answer from its result."""
+
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            return Reply(tool_calls=[tool_call(name, args)])
+        return Reply(answer(results[0]["content"]))
+
+    return model
+
+
+def body(result: str) -> str:
+    """A result's text after its first line (which names the server and says "untrusted")."""
+    return result.split("\n", 1)[1]
+
+
 def offered(fake_llm: FakeOpenAI) -> list[str]:
     """The function names the worker model was offered in its last call."""
     return [t["function"]["name"] for t in fake_llm.chat_calls(MODEL)[-1]["tools"]]
@@ -115,12 +137,7 @@ async def test_the_model_calls_a_stdio_mcp_servers_tool_and_answers_with_its_res
     mcp_system: System, fake_llm: FakeOpenAI
 ) -> None:
     word = uuid.uuid4().hex[:10]
-
-    def model(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if not results:
-            return Reply(tool_calls=[tool_call("vault__reverse", {"text": word})])
-        return Reply("The vault answered: " + results[0]["content"].splitlines()[1])
+    model = call_then("vault__reverse", {"text": word}, lambda r: "The vault answered: " + body(r))
 
     convo = await ask_tools(mcp_system, fake_llm, model, "reverse my word with the vault")
     assert convo.end["status"] == "completed", convo.frames
@@ -143,12 +160,7 @@ async def test_a_streamable_http_mcp_server_is_reached_and_its_tool_called(
     mcp_system: System, fake_llm: FakeOpenAI
 ) -> None:
     word = uuid.uuid4().hex[:10]
-
-    def model(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if not results:
-            return Reply(tool_calls=[tool_call("web__reverse", {"text": word})])
-        return Reply("Over HTTP: " + results[0]["content"].splitlines()[1])
+    model = call_then("web__reverse", {"text": word}, lambda r: "Over HTTP: " + body(r))
 
     convo = await ask_tools(mcp_system, fake_llm, model, "reverse my word over HTTP")
     assert convo.end["status"] == "completed", convo.frames
@@ -158,7 +170,7 @@ async def test_a_streamable_http_mcp_server_is_reached_and_its_tool_called(
 async def test_a_server_that_cannot_start_is_one_log_line_and_its_tools_are_absent(
     mcp_system: System, fake_llm: FakeOpenAI, http_server: int
 ) -> None:
-    convo = await ask_tools(mcp_system, fake_llm, lambda body: Reply("Nothing to do."), "idle")
+    convo = await ask_tools(mcp_system, fake_llm, lambda _: Reply("Nothing to do."), "idle")
     assert convo.end["status"] == "completed"
     names = offered(fake_llm)
     assert not [n for n in names if n.startswith(("broken__", "off__"))], names
@@ -176,6 +188,9 @@ async def test_a_server_that_cannot_start_is_one_log_line_and_its_tools_are_abse
     assert any(web in line for line in lines), lines
     ignored = [line for line in lines if "ignoring keys autoApprove" in line]
     assert len(ignored) == 1 and "'vault'" in ignored[0]
+    # The vault's banner on stdout: one line naming the server, not the SDK's traceback.
+    sdk = "MCP server 'vault' (stdio: python): the SDK says: Failed to parse JSONRPC message"
+    assert any(sdk in line and "WARNING" in line for line in lines), lines
     # No traceback from the SDK or Sidekick's MCP code, and no ERROR line about MCP.
     log = mcp_system.log("workers")
     assert "site-packages/mcp/" not in log and "/tools/mcp_" not in log
@@ -185,11 +200,7 @@ async def test_a_server_that_cannot_start_is_one_log_line_and_its_tools_are_abse
 async def test_a_tool_call_that_hangs_is_timed_out_with_a_clear_tool_error(
     mcp_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    def model(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if not results:
-            return Reply(tool_calls=[tool_call("vault__hang", {})])
-        return Reply("The tool said: " + results[0]["content"])
+    model = call_then("vault__hang", {}, lambda r: "The tool said: " + r)
 
     convo = await ask_tools(mcp_system, fake_llm, model, "wait for the vault forever")
     assert convo.end["status"] == "completed", convo.frames
@@ -202,11 +213,7 @@ async def test_a_tool_call_that_hangs_is_timed_out_with_a_clear_tool_error(
 async def test_the_stdio_servers_environment_holds_only_its_config_and_no_worker_secret(
     mcp_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    def model(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if not results:
-            return Reply(tool_calls=[tool_call("vault__whoami", {})])
-        return Reply(results[0]["content"].split("\n", 1)[1])
+    model = call_then("vault__whoami", {}, body)
 
     convo = await ask_tools(mcp_system, fake_llm, model, "who is the vault")
     pid = json.loads(convo.text)["pid"]
@@ -224,11 +231,7 @@ async def test_the_stdio_servers_environment_holds_only_its_config_and_no_worker
 async def test_a_server_that_exits_mid_call_is_restarted_with_one_log_line(
     mcp_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    def model(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if not results:
-            return Reply(tool_calls=[tool_call("vault__exit_now", {})])
-        return Reply("The tool said: " + results[0]["content"])
+    model = call_then("vault__exit_now", {}, lambda r: "The tool said: " + r)
 
     before = len(mcp_lines(mcp_system))
     convo = await ask_tools(mcp_system, fake_llm, model, "make the vault leave")
@@ -237,7 +240,9 @@ async def test_a_server_that_exits_mid_call_is_restarted_with_one_log_line(
     request_id = convo.end["request_id"]
 
     def restarted() -> list[str]:
-        return [line for line in mcp_lines(mcp_system)[before:] if "'vault'" in line]
+        # (The new process prints its banner again: that line is the SDK's, counted apart.)
+        lines = mcp_lines(mcp_system)[before:]
+        return [line for line in lines if "'vault'" in line and "the SDK says" not in line]
 
     await wait_for(restarted, timeout=60)
     (line,) = restarted()
@@ -247,26 +252,18 @@ async def test_a_server_that_exits_mid_call_is_restarted_with_one_log_line(
     assert re.search(r"reconnected: 4 tools \(reverse, whoami, hang, exit_now\)", line), line
 
     # The new process answers the next request.
-    def again(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if not results:
-            return Reply(tool_calls=[tool_call("vault__reverse", {"text": "abc"})])
-        return Reply(results[0]["content"].splitlines()[1])
+    again = call_then("vault__reverse", {"text": "abc"}, body)
 
     convo = await ask_tools(mcp_system, fake_llm, again, "reverse abc with the vault")
     assert convo.text.startswith("cba (reversed by pid "), convo.text
 
 
 async def vault_pid(system: System, fake_llm: FakeOpenAI) -> int:
-    def model(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if not results:
-            return Reply(tool_calls=[tool_call("vault__whoami", {})])
-        return Reply(results[0]["content"].split("\n", 1)[1])
+    model = call_then("vault__whoami", {}, body)
 
     convo = await ask_tools(system, fake_llm, model, "who is the vault now")
     pid = int(json.loads(convo.text)["pid"])
-    assert _alive(pid)
+    assert alive(pid)
     return pid
 
 
@@ -275,7 +272,7 @@ async def test_the_stdio_server_ends_with_the_worker_killed_or_stopped(
 ) -> None:
     pid = await vault_pid(mcp_system, fake_llm)
     mcp_system.kill("workers")  # SIGKILL: no shutdown code runs in the worker
-    await wait_for(lambda: not _alive(pid), timeout=30)
+    await wait_for(lambda: not alive(pid), timeout=30)
     before = len(vault_connected(mcp_system))
     await asyncio.to_thread(mcp_system.restart, "workers")
     # The restarted worker started the server before it said it was ready.
@@ -286,7 +283,7 @@ async def test_the_stdio_server_ends_with_the_worker_killed_or_stopped(
     workers = mcp_system.procs["workers"]
     workers.terminate()  # SIGTERM: a clean stop
     await asyncio.to_thread(workers.wait, 30)
-    assert not _alive(pid)
+    assert not alive(pid)
     said = mcp_system.log("workers")[stopping:]
     # Quiet: nothing about MCP, and no traceback through the SDK or Sidekick's MCP code.
     assert "MCP" not in said and "site-packages/mcp/" not in said and "/tools/mcp_" not in said
@@ -295,12 +292,3 @@ async def test_the_stdio_server_ends_with_the_worker_killed_or_stopped(
 
 def vault_connected(system: System) -> list[str]:
     return [line for line in mcp_lines(system) if "'vault'" in line and "connected: 4" in line]
-
-
-def _alive(pid: int) -> bool:
-    """A process that exists and is not a zombie waiting to be reaped."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

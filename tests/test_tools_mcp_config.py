@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from services.workers.tools.mcp_config import HttpServer, McpConfigError, StdioS
 from services.workers.tools.mcp_link import Timeouts
 from services.workers.tools.mcp_tools import McpTools, render, tool_name
 from tests.support.mcp_server import TOOLS, stdio_entry
+from tests.support.procs import running
 
 OPENAI_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -175,3 +177,31 @@ async def test_tools_beyond_the_limit_are_left_out_with_one_line_per_listing(
         "MCP server 'vault' (stdio: python): not offered to the model: "
         "hang (too many tools), exit_now (too many tools)"
     ]
+
+
+async def test_a_server_that_never_answers_is_cut_off_at_the_connect_timeout_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "sidekick.workers.tools.mcp")
+    # A banner on stdout (not JSON-RPC), then silence: the SDK would log that with a traceback.
+    code = "import time; print('Welcome to my server!', flush=True); time.sleep(120)"
+    mute = {"command": sys.executable, "args": ["-c", code]}
+    hub = McpTools.from_file(
+        write(tmp_path, {"mcpServers": {"mute": mute}}), Timeouts(connect=3, call=5), limit=10
+    )
+    await hub.start()
+    await hub.stop()
+    assert hub.tools() == []
+    # (pytest also hangs its own handler on the SDK's logger; Sidekick's lines are what count.)
+    ours = [r for r in caplog.records if r.name.startswith("sidekick")]
+    said = [(r.levelname, r.getMessage()) for r in ours]
+    assert (
+        "WARNING",
+        "MCP server 'mute' (stdio: python) did not start: no answer within 3s "
+        "(SIDEKICK_MCP_CONNECT_TIMEOUT). Its tools are left out; retrying in the background.",
+    ) in said, said
+    assert all(level == "WARNING" for level, _ in said), said
+    assert not [r for r in ours if r.exc_info], "one line each, no traceback"
+    sdk = "MCP server 'mute' (stdio: python): the SDK says: Failed to parse JSONRPC message"
+    assert any(message.startswith(sdk) for _, message in said), said
+    assert running("Welcome to my server") == [], "it was stopped"

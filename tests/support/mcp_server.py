@@ -5,7 +5,8 @@
 
 Its tools: `reverse` (the text reversed, with a sentence only a real call can produce),
 `whoami` (its pid and its environment, to check what the worker gave it), `hang` (never
-answers) and `exit_now` (the process exits during the call, after a line on stderr).
+answers) and `exit_now` (the process exits during the call, after a line on stderr). With
+MCP_TEST_BANNER set it first prints a line that is not JSON-RPC on stdout, as careless servers do.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def main() -> None:
     parser.add_argument("--http", type=int, help="serve streamable HTTP on this port")
     args = parser.parse_args()
     if args.http is None:
+        if os.environ.get("MCP_TEST_BANNER"):  # a line on stdout that is not JSON-RPC
+            print("Welcome! This server prints a banner first.", flush=True)
         app.run()
         return
     import uvicorn

@@ -33,7 +33,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implem
 
 from services.workers.tools.errors import ToolError, ToolUnavailable
 from services.workers.tools.mcp_config import HttpServer, StdioServer
-from services.workers.tools.mcp_transport import Stderr, watched
+from services.workers.tools.mcp_transport import SERVER, Stderr, watched
 
 log = logging.getLogger("sidekick.workers.tools.mcp")
 
@@ -114,6 +114,7 @@ class ServerLink:
 
     async def probe(self) -> list[Tool]:
         """Connect once, list the tools, disconnect (`sidekick doctor`); raises McpStartError."""
+        SERVER.set(self.label)
         async with self._connection() as live:
             return live.tools
 
@@ -160,6 +161,7 @@ class ServerLink:
         return f"it closed the connection{where}"
 
     async def _supervise(self) -> None:
+        SERVER.set(self.label)
         failures = 0
         said_down = False
         lost_why = ""  # a connection just ended: said in the next line, with its outcome

@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -21,17 +22,19 @@ log = logging.getLogger("sidekick.workers.tools.mcp")
 RECENT = 5.0  # seconds: stderr older than this when a server ends is not about its end
 
 
+# Which server the current task works for: the SDK's tasks for a connection inherit it, so its
+# log records can name the server.
+SERVER: ContextVar[str] = ContextVar("mcp_server", default="MCP")
+
+
 class _OneLine(logging.Handler):
-    """The SDK's own log records, as one line each under Sidekick's MCP logger: the SDK logs
-    some server misbehaviour (a line on stdout that is not JSON-RPC) with a traceback."""
+    """The SDK's own log records, as one line each under Sidekick's MCP logger, naming the
+    server: the SDK logs some server misbehaviour (a line on stdout that is not JSON-RPC) with
+    a traceback."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        log.log(
-            min(record.levelno, logging.WARNING),
-            "MCP SDK (%s): %s",
-            record.name,
-            record.getMessage(),
-        )
+        level = min(record.levelno, logging.WARNING)
+        log.log(level, "%s: the SDK says: %s (%s)", SERVER.get(), record.getMessage(), record.name)
 
 
 def quiet_sdk_logs() -> None:
