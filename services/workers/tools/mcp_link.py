@@ -75,7 +75,8 @@ class ServerLink:
     def __init__(self, name: str, config: StdioServer | HttpServer, timeouts: Timeouts) -> None:
         self.name = name
         self.config = config
-        self.timeouts = timeouts
+        # A server's own `timeout` wins over SIDEKICK_MCP_CALL_TIMEOUT.
+        self.timeouts = Timeouts(timeouts.connect, config.timeout or timeouts.call)
         self.why = "not started yet"  # why it is not connected, when it is not
         self._live: _Live | None = None
         self._settled = asyncio.Event()  # the first attempt ended, either way
@@ -131,22 +132,46 @@ class ServerLink:
             async with asyncio.timeout(seconds + 2):
                 return await live.client.call_tool(tool, arguments, read_timeout_seconds=seconds)
         except TimeoutError as exc:
-            raise _timed_out(self.name, tool, seconds) from exc
+            raise self._timed_out(tool) from exc
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
-                raise _timed_out(self.name, tool, seconds) from exc
+                raise self._timed_out(tool) from exc
             if exc.code != CONNECTION_CLOSED:
                 raise ToolError(f"the MCP server {self.name!r} refused the call: {exc}") from exc
             self._lose(live, self._ended())
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError) as exc:
-            why = _describe(exc, self.timeouts)
-            self._lose(live, f"a call of request {request_id} failed: {why}")
+            self._lose(live, f"a call of request {request_id} failed: {self._describe(exc)}")
         finally:
             del self._calls[id(token)]
         raise ToolUnavailable(
             f"the MCP server {self.name!r} went away during the call, so whether {tool} did "
             "anything is unknown; Sidekick is reconnecting to it."
         )
+
+    def _timed_out(self, tool: str) -> ToolUnavailable:
+        setting = "its `timeout`" if self.config.timeout else "SIDEKICK_MCP_CALL_TIMEOUT"
+        return ToolUnavailable(
+            f"the MCP tool {tool} of server {self.name!r} did not answer within "
+            f"{self.timeouts.call:g}s ({setting}); the call was abandoned."
+        )
+
+    def _describe(self, exc: BaseException) -> str:
+        """One line for a failure to connect or call, whatever the SDK or the transport raised."""
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if isinstance(exc, TimeoutError):
+            return f"no answer within {self.timeouts.connect:g}s (SIDEKICK_MCP_CONNECT_TIMEOUT)"
+        if isinstance(exc, MCPError):
+            if exc.code == CONNECTION_CLOSED:
+                return "it closed the connection (the process exited, or the server hung up)"
+            return f"it answered with an error: {exc}"
+        if isinstance(exc, httpx2.HTTPStatusError):
+            return f"HTTP {exc.response.status_code} from the server"
+        if isinstance(exc, httpx2.HTTPError | OSError) and isinstance(self.config, HttpServer):
+            return f"cannot reach it: {type(exc).__name__}: {exc}"[:300]
+        if isinstance(exc, OSError):
+            return f"cannot run it: {exc}"[:300]
+        return f"{type(exc).__name__}: {exc}"[:300]
 
     def _lose(self, live: _Live, why: str) -> None:
         if self._live is live:
@@ -179,7 +204,7 @@ class ServerLink:
                 self._down(str(exc), lost_why, said_down)
                 lost_why, said_down = "", True
             except Exception as exc:  # closing a lost connection failed: it is gone either way
-                lost_why = lost_why or _describe(exc, self.timeouts)
+                lost_why = lost_why or self._describe(exc)
             finally:
                 self._live = None
             if lost_why:
@@ -239,7 +264,7 @@ class ServerLink:
                         self._stderr.close_ours()  # the child has its copy now
                     tools = await _list_tools(client)
             except Exception as exc:
-                why = _describe(exc, self.timeouts)
+                why = self._describe(exc)
                 await stack.aclose()
                 raise McpStartError(why + await self._last_words()) from None
             yield _Live(client, tools, loss)
@@ -272,29 +297,3 @@ async def _list_tools(client: Client) -> list[Tool]:
         if cursor is None:
             break
     return tools
-
-
-def _timed_out(server: str, tool: str, seconds: float) -> ToolUnavailable:
-    return ToolUnavailable(
-        f"the MCP tool {tool} of server {server!r} did not answer within {seconds:g}s "
-        "(SIDEKICK_MCP_CALL_TIMEOUT); the call was abandoned."
-    )
-
-
-def _describe(exc: BaseException, timeouts: Timeouts) -> str:
-    """One line for a failure to connect or call, whatever the SDK or the transport raised."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {timeouts.connect:g}s (SIDEKICK_MCP_CONNECT_TIMEOUT)"
-    if isinstance(exc, MCPError):
-        if exc.code == CONNECTION_CLOSED:
-            return "it closed the connection (the process exited, or the server hung up)"
-        return f"it answered with an error: {exc}"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"HTTP {exc.response.status_code} from the server"
-    if isinstance(exc, httpx2.HTTPError):
-        return f"cannot reach it: {type(exc).__name__}: {exc}"[:300]
-    if isinstance(exc, OSError):
-        return f"cannot run it: {exc}"[:300]
-    return f"{type(exc).__name__}: {exc}"[:300]

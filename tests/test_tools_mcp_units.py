@@ -1,10 +1,11 @@
-"""The MCP servers' file, the names their tools get and how their results read: the file's
-mistakes are one clear message naming the server, every name fits OpenAI's rules and stays
-unique, and a result is text marked as untrusted. Plus the bound on how many tools are offered,
-against the real test server."""
+"""The MCP parts in process: the servers' file (its mistakes are one clear message naming the
+server), the names tools get (every one fits OpenAI's rules and stays unique) and how results
+read (`fast`, no processes); then, against the real test server started over stdio, the bound on
+how many tools are offered, a server that never answers, and per-server call time limits."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -27,6 +28,7 @@ from mcp_types import (
 from services.workers.tools.mcp_config import HttpServer, McpConfigError, StdioServer, load
 from services.workers.tools.mcp_link import Timeouts
 from services.workers.tools.mcp_tools import McpTools, render, tool_name
+from services.workers.tools.toolbox import Call, RunContext, ToolBox
 from tests.support.mcp_server import TOOLS, stdio_entry
 from tests.support.procs import running
 
@@ -205,3 +207,32 @@ async def test_a_server_that_never_answers_is_cut_off_at_the_connect_timeout_qui
     sdk = "MCP server 'mute' (stdio: python): the SDK says: Failed to parse JSONRPC message"
     assert any(message.startswith(sdk) for _, message in said), said
     assert running("Welcome to my server") == [], "it was stopped"
+
+
+async def test_a_servers_own_timeout_wins_and_the_model_is_told_which_limit_cut_the_call(
+    tmp_path: Path,
+) -> None:
+    servers = {"quick": {**stdio_entry(), "timeout": 1}, "slow": stdio_entry()}
+    hub = McpTools.from_file(
+        write(tmp_path, {"mcpServers": servers}), Timeouts(connect=60, call=2), limit=20
+    )
+    await hub.start()
+    try:
+        box = ToolBox(hub.tools(), result_chars=2000, call_timeout=30)
+        run = RunContext("req-timeout", "session", 1)
+        quick, slow = await asyncio.gather(
+            box.call("quick__hang", "{}", Call(run, "c1")),
+            box.call("slow__hang", "{}", Call(run, "c2")),
+        )
+        assert quick.content == (
+            "ERROR: the MCP tool hang of server 'quick' did not answer within 1s (its "
+            "`timeout`); the call was abandoned."
+        )
+        assert slow.content.endswith(
+            "within 2s (SIDEKICK_MCP_CALL_TIMEOUT); the call was abandoned."
+        )
+        # The server is still there for the next call.
+        after = await box.call("quick__reverse", '{"text": "ok"}', Call(run, "c3"))
+        assert after.ok and "\nko (reversed by pid " in after.content
+    finally:
+        await hub.stop()
