@@ -55,7 +55,8 @@ class StdioServer(_Server):
     args: list[str] = Field(default_factory=list, description="Its arguments.")
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Its environment, besides PATH and HOME: nothing else of the worker's.",
+        description="Its environment; besides it only PATH, HOME, USER, LOGNAME, SHELL and "
+        "TERM (the SDK's non-secret basics), nothing of the worker's.",
     )
     cwd: str | None = Field(default=None, description="Its working folder (default: the worker's).")
 
