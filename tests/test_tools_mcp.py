@@ -133,38 +133,32 @@ async def ask_tools(system: System, fake_llm: FakeOpenAI, model: Any, ask: str) 
         return await client.ask(f"Please route this: {ask}")
 
 
-async def test_the_model_calls_a_stdio_mcp_servers_tool_and_answers_with_its_result(
-    mcp_system: System, fake_llm: FakeOpenAI
+@pytest.mark.parametrize("server", ["vault", "web"], ids=["stdio", "streamable-http"])
+async def test_the_model_calls_an_mcp_servers_tool_and_answers_with_its_result(
+    mcp_system: System, fake_llm: FakeOpenAI, server: str
 ) -> None:
     word = uuid.uuid4().hex[:10]
-    model = call_then("vault__reverse", {"text": word}, lambda r: "The vault answered: " + body(r))
+    tool = f"{server}__reverse"
+    model = call_then(tool, {"text": word}, lambda r: "The server answered: " + body(r))
 
-    convo = await ask_tools(mcp_system, fake_llm, model, "reverse my word with the vault")
+    convo = await ask_tools(mcp_system, fake_llm, model, f"reverse my word with {server}")
     assert convo.end["status"] == "completed", convo.frames
-    assert convo.text.startswith(f"The vault answered: {word[::-1]} (reversed by pid ")
+    assert convo.text.startswith(f"The server answered: {word[::-1]} (reversed by pid ")
     (call, answer) = fake_llm.chat_calls(MODEL)
     # Offered with the server's schema, under the server's prefix, beside the built-in tools.
     tools = {t["function"]["name"]: t["function"] for t in call["tools"]}
-    assert tools["vault__reverse"]["parameters"]["properties"]["text"]["type"] == "string"
-    assert tools["vault__reverse"]["parameters"]["required"] == ["text"]
-    assert "Reverse a text" in tools["vault__reverse"]["description"]
+    assert tools[tool]["parameters"]["properties"]["text"]["type"] == "string"
+    assert tools[tool]["parameters"]["required"] == ["text"]
+    assert (
+        tools[tool]["description"]
+        == f"[MCP server {server}] Reverse a text, character by character."
+    )
     assert {"python_run", "files_read", "web__reverse", "vault__whoami"} <= set(tools)
     # Its output is a tool result marked as untrusted, never part of the system prompt.
     (result,) = tool_results(answer)
-    assert result["content"].startswith("Result of the tool reverse of MCP server 'vault' (")
+    assert result["content"].startswith(f"Result of the tool reverse of MCP server '{server}' (")
     assert "untrusted data" in result["content"].splitlines()[0]
     assert answer["messages"][0] == {"role": "system", "content": SYSTEM}
-
-
-async def test_a_streamable_http_mcp_server_is_reached_and_its_tool_called(
-    mcp_system: System, fake_llm: FakeOpenAI
-) -> None:
-    word = uuid.uuid4().hex[:10]
-    model = call_then("web__reverse", {"text": word}, lambda r: "Over HTTP: " + body(r))
-
-    convo = await ask_tools(mcp_system, fake_llm, model, "reverse my word over HTTP")
-    assert convo.end["status"] == "completed", convo.frames
-    assert convo.text.startswith(f"Over HTTP: {word[::-1]} (reversed by pid ")
 
 
 async def test_a_server_that_cannot_start_is_one_log_line_and_its_tools_are_absent(
