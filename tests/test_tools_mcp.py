@@ -241,7 +241,7 @@ async def test_a_server_that_exits_mid_call_is_restarted_with_one_log_line(
     await wait_for(restarted, timeout=60)
     (line,) = restarted()
     assert "WARNING" in line and "exited (it closed the connection during a call of " in line
-    assert request_id in line
+    assert f"[req {request_id}]" in line, "the line carries the request whose call was cut"
     assert "last stderr line: exit_now: leaving without an answer" in line
     assert re.search(r"reconnected: 4 tools \(reverse, whoami, hang, exit_now\)", line), line
 

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, Tool
 
+from services.runtime.logs import request_context
 from services.workers.tools.errors import ToolError, ToolUnavailable
 from services.workers.tools.mcp_config import HttpServer, StdioServer
 from services.workers.tools.mcp_transport import SERVER, Stderr, watched
@@ -83,6 +84,7 @@ class ServerLink:
         self._task: asyncio.Task[None] | None = None
         self._stderr: Stderr | None = None
         self._calls: dict[int, str] = {}  # calls in flight: request ids, for the log line
+        self._cut_short: str | None = None  # a request whose call a lost connection cut short
 
     @property
     def gone(self) -> str:
@@ -140,6 +142,7 @@ class ServerLink:
                 raise ToolError(f"the MCP server {self.name!r} refused the call: {exc}") from exc
             self._lose(live, self._ended())
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError) as exc:
+            self._cut_short = self._cut_short or request_id
             self._lose(live, f"a call of request {request_id} failed: {self._describe(exc)}")
         finally:
             del self._calls[id(token)]
@@ -182,6 +185,7 @@ class ServerLink:
     def _ended(self) -> str:
         """Why a connection ended by itself, naming the requests whose calls it cut short."""
         during = sorted(set(self._calls.values()))
+        self._cut_short = self._cut_short or (during[0] if during else None)
         where = f" during a call of request {', '.join(during)}" if during else ""
         return f"it closed the connection{where}"
 
@@ -222,7 +226,8 @@ class ServerLink:
         names = ", ".join(t.name for t in live.tools) or "none"
         tools = f"{len(live.tools)} tools ({names})"
         if lost_why:
-            log.warning("%s %s (%s); reconnected: %s", self.label, self.gone, lost_why, tools)
+            with self._for_request():
+                log.warning("%s %s (%s); reconnected: %s", self.label, self.gone, lost_why, tools)
         else:
             log.info("%s connected: %s", self.label, tools)
         self._settled.set()
@@ -230,14 +235,15 @@ class ServerLink:
     def _down(self, why: str, lost_why: str, said_down: bool) -> None:
         self.why = why
         if lost_why:
-            log.warning(
-                "%s %s (%s) and could not be reconnected: %s. Its tools are dropped; retrying "
-                "in the background.",
-                self.label,
-                self.gone,
-                lost_why,
-                why,
-            )
+            with self._for_request():
+                log.warning(
+                    "%s %s (%s) and could not be reconnected: %s. Its tools are dropped; "
+                    "retrying in the background.",
+                    self.label,
+                    self.gone,
+                    lost_why,
+                    why,
+                )
         elif not said_down:
             log.warning(
                 "%s did not start: %s. Its tools are left out; retrying in the background.",
@@ -245,6 +251,13 @@ class ServerLink:
                 why,
             )
         self._settled.set()
+
+    @contextlib.contextmanager
+    def _for_request(self) -> Iterator[None]:
+        """The line about a lost connection carries the request whose call it cut short."""
+        with request_context(self._cut_short):
+            yield
+        self._cut_short = None
 
     async def _last_words(self) -> str:
         said = await self._stderr.finish() if self._stderr else ""
