@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from contracts import decisions, email, events, frames, http, research, state
+from contracts import decisions, email, events, frames, health, http, research, state
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 ASYNCAPI = SCHEMA_DIR / "asyncapi.json"
@@ -32,6 +32,10 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "CancelRequested": events.CancelRequested,
     "RequestCancelled": events.RequestCancelled,
     "DeadLetter": events.DeadLetter,
+    # Readiness over the bus, and the gateway's /readyz.
+    "Ping": health.Ping,
+    "Pong": health.Pong,
+    "Readiness": health.Readiness,
     # The model's structured outputs.
     "FrontlineDecision": decisions.FrontlineDecision,
     "RouteCall": decisions.RouteCall,

@@ -25,6 +25,7 @@ from services.gateway.limits import Limits
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
+from services.runtime.health import Probe
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.metrics import GATEWAY_EVENTS
 from services.runtime.outcomes import record_step
@@ -131,6 +132,8 @@ def build(settings: Settings) -> ServiceHost:
         Route("/api/outbox", guarded(auth, pages.outbox), methods=["GET"]),
         *Workflows(intake, auth, settings.max_message_chars).routes(),
     ]
+    probe = Probe(bus)
+    probe.register()
     return ServiceHost(
         "gateway",
         settings,
@@ -139,4 +142,5 @@ def build(settings: Settings) -> ServiceHost:
         on_ready=[intake.start],
         host=settings.gateway_host,
         port=settings.gateway_port,
+        probe=probe,
     )

@@ -29,6 +29,7 @@ from contracts.events import DeadLetter
 from services.runtime import topology
 from services.runtime.consumer import Consumer
 from services.runtime.lifecycle import Requests
+from services.runtime.logs import request_context
 from services.runtime.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
 from services.runtime.settings import Settings
 
@@ -277,17 +278,20 @@ class Bus:
             return "rejected"
         delivered = msg.metadata.num_delivered
         parent = propagate.extract(msg.headers) if msg.headers else None
-        with tracer.start_as_current_span(
-            f"{subject} process",
-            context=parent,
-            kind=trace.SpanKind.CONSUMER,
-            attributes={
-                "messaging.system": "nats",
-                "messaging.operation": "process",
-                "messaging.destination.name": subject,
-                "messaging.nats.delivered": delivered,
-            },
-        ) as span:
+        with (
+            request_context(event.request_id),  # every log line below names the request
+            tracer.start_as_current_span(
+                f"{subject} process",
+                context=parent,
+                kind=trace.SpanKind.CONSUMER,
+                attributes={
+                    "messaging.system": "nats",
+                    "messaging.operation": "process",
+                    "messaging.destination.name": subject,
+                    "messaging.nats.delivered": delivered,
+                },
+            ) as span,
+        ):
             try:
                 await handler(event)
             except asyncio.CancelledError:
@@ -304,7 +308,7 @@ class Bus:
                         await on_exhausted(event, exc)
                     await msg.term()
                     return "dead_lettered"
-                log.warning("retrying %s (delivery %d): %r", subject, delivered, exc, exc_info=exc)
+                log.warning("retrying %s (delivery %d)", subject, delivered, exc_info=exc)
                 await msg.nak(delay=min(2.0**delivered, 30.0))
                 return "retried"
         await msg.ack()

@@ -85,7 +85,7 @@ BUS_IN_PROGRESS = Gauge(
 )
 READY = Gauge(
     "sidekick_ready",
-    "1 while this process is connected to NATS (what /readyz reports), else 0.",
+    "1 while this process has started and is connected to NATS (its own /readyz), else 0.",
     registry=REGISTRY,
 )
 WS_CONNECTIONS = Gauge(
