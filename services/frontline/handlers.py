@@ -27,7 +27,7 @@ from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.metrics import CANCELLATIONS
 from services.runtime.outcomes import finish
 from services.runtime.prompts import conversation
-from services.runtime.sessions import load_history
+from services.runtime.sessions import load_versioned, recent
 from services.runtime.streaming import ChunkStream
 
 log = logging.getLogger("sidekick.frontline")
@@ -46,7 +46,8 @@ class Frontline:
         if self.cancels.is_set(req.request_id):
             await self._cancelled(req)
             return
-        history = await load_history(self.bus, req.session_id, self.bus.settings.history_turns)
+        session = await load_versioned(self.bus, req.session_id)
+        history = recent(session.value, self.bus.settings.history_turns)
         reply = ChoiceResult()
         answer = _Answer(self, req, tracked)
 
@@ -86,7 +87,7 @@ class Frontline:
             route="direct",
             usage=reply.usage,
         )
-        await finish(self.bus, done, known=tracked_now)
+        await finish(self.bus, done, known=tracked_now, session=session)
 
     async def _route(self, req: ChatRequested, history: list[Turn], reason: str) -> None:
         await self._progress(req, "routed", reason)

@@ -1,13 +1,14 @@
-"""Orchestrator handlers: fold each event into the attempt loop's state (compare-and-set in KV),
-move the request's record along its lifecycle, then publish what the loop's state says comes
-next. Each step of `_advance` moves the record first: when the lifecycle refuses (the request
-was cancelled or ended elsewhere meanwhile) nothing is published."""
+"""Orchestrator handlers: fold each event into the attempt loop's state (compare-and-set in KV,
+from the copy this process last wrote: store.py), move the request's record along its lifecycle,
+then publish what the loop's state says comes next. Each step of `_advance` moves the record
+first: when the lifecycle refuses (the request was cancelled or ended elsewhere meanwhile)
+nothing is published. A request's state is first written with its decision (one write for the
+decision and the first attempt's dispatch)."""
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 
 from contracts import (
@@ -19,6 +20,7 @@ from contracts import (
     RequestCompleted,
     RequestFailed,
     RequestRouted,
+    RequestState,
     VerdictIssued,
     WorkerResult,
     parse_event,
@@ -27,12 +29,12 @@ from services.orchestrator import loop, prompts
 from services.orchestrator.cache import CacheEntry, SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
+from services.orchestrator.store import Store
 from services.orchestrator.tracing import in_attempt, write_attempt_span
 from services.runtime import cancels
-from services.runtime.bus import Bus, msg_id
+from services.runtime.bus import Bus, msg_id, redelivered
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
-from services.runtime.kvstore import get_model, mutate
 from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.llm import LLMClient
 from services.runtime.metrics import (
@@ -44,7 +46,7 @@ from services.runtime.metrics import (
 )
 from services.runtime.outcomes import finish
 from services.runtime.prompts import conversation
-from services.runtime.telemetry import current_ids, new_span_id
+from services.runtime.telemetry import current_ids
 
 log = logging.getLogger("sidekick.orchestrator")
 
@@ -63,6 +65,7 @@ class Orchestrator:
         self.workers = workers
         self.cache = cache
         self.parking = parking
+        self.store = Store(bus)
 
     # --- events in -------------------------------------------------------------------------
 
@@ -70,20 +73,18 @@ class Orchestrator:
         tracked = await self.bus.requests.load(req.request_id)
         if tracked is None or tracked.value.ended:
             return  # unknown, or ended already (cancelled early, or a redelivery)
-        state = await self._start(req)
+        start = self._start(req)
+        state = await self.store.load(req.request_id) if redelivered() else None
+        state = state or start
         try:
             if tracked.value.state in ("accepted", "direct"):
-                tracked = await self.bus.requests.move(
-                    req.request_id, "routed", known=tracked, detail=req.reason
-                )
+                tracked = await self._move(req.request_id, "routed", tracked, detail=req.reason)
             if state.status == "deciding":
                 hit = await self.cache.lookup(req.request_id, req.message, skip=req.skip_cache)
                 if hit is not None:
                     await finish(self.bus, _cached(req, hit), known=tracked)
                     return
-                state = await self._decide(req)
-            if state.decision is not None and tracked.value.state == "routed":
-                tracked = await self._decided(state, tracked)
+                state = await self._decide(req, start)
         except IllegalMove as exc:
             log.info("request %s moved on elsewhere: %s", req.request_id, exc)
             return
@@ -120,7 +121,7 @@ class Orchestrator:
         CANCELLATIONS.labels("orchestrator").inc()
         await cancels.flag(self.bus, event.request_id, event.reason)
         await self.parking.release(event.request_id)
-        state, _ = await get_model(self.bus.kv.requests, event.request_id, LoopState)
+        state = await self.store.load(event.request_id)
         if state is None:
             # Not orchestrated (yet): end it here; whoever else finishes later loses the race.
             tracked = await self.bus.requests.load(event.request_id)
@@ -175,24 +176,15 @@ class Orchestrator:
 
     # --- steps -----------------------------------------------------------------------------
 
-    async def _start(self, req: RequestRouted) -> LoopState:
-        """The loop's state for this request, created on first sight."""
-        max_attempts = self.bus.settings.max_attempts
+    def _start(self, req: RequestRouted) -> LoopState:
+        """The loop's state of a request seen for the first time (stored with the decision)."""
+        state = loop.start(req, self.bus.settings.max_attempts)
         ids = current_ids()
-
-        def create(cur: LoopState | None) -> LoopState | None:
-            if cur is not None:
-                return None
-            state = loop.start(req, max_attempts)
-            if ids:
-                state = state.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
-            return state
-
-        state = await mutate(self.bus.kv.requests, req.request_id, LoopState, create)
-        assert state is not None
+        if ids:
+            state = state.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
         return state
 
-    async def _decide(self, req: RequestRouted) -> LoopState:
+    async def _decide(self, req: RequestRouted, start: LoopState) -> LoopState:
         try:
             decision = await self.llm.structured(
                 conversation(
@@ -204,30 +196,23 @@ class Orchestrator:
             )
         except MODEL_ERRORS as exc:
             code, error = failure_code(exc), str(exc)
-            return await self._update(req.request_id, lambda s: loop.failed(s, code, error))
+            return await self._update(
+                req.request_id, lambda s: loop.failed(s, code, error), start=start
+            )
         known = set(self.workers)
         state = await self._update(
-            req.request_id, lambda s: loop.decided(s, decision.value, decision.usage, known)
+            req.request_id,
+            lambda s: loop.decided(s, decision.value, decision.usage, known),
+            start=start,
         )
         if state.decision is not None:
             d = state.decision
             await self._progress(state, "decided", f"{d.worker_type}: {d.task_description}")
         return state
 
-    async def _decided(self, state: LoopState, tracked: Tracked) -> Tracked:
-        assert state.decision is not None
-        d = state.decision
-        return await self.bus.requests.move(
-            state.request.request_id,
-            "decided",
-            known=tracked,
-            worker_type=d.worker_type,
-            detail=f"{d.worker_type}: {d.task_description}",
-        )
-
     async def _give_up(self, request_id: str, exc: BaseException, session_id: str) -> None:
         error = f"Sidekick could not continue this request: {exc}"
-        state, _ = await get_model(self.bus.kv.requests, request_id, LoopState)
+        state = await self.store.load(request_id)
         if state is None:
             tracked = await self.bus.requests.load(request_id)
             failed = RequestFailed(
@@ -243,16 +228,23 @@ class Orchestrator:
         )
         await self._advance(state)
 
-    async def _update(self, request_id: str, change: Callable[[LoopState], LoopState]) -> LoopState:
-        def apply(cur: LoopState | None) -> LoopState | None:
-            if cur is None:
-                raise LookupError(f"no state for request {request_id}")
-            new = change(cur)
-            return None if new == cur else new
+    async def _update(
+        self,
+        request_id: str,
+        change: Callable[[LoopState], LoopState],
+        *,
+        start: LoopState | None = None,
+    ) -> LoopState:
+        return await self.store.update(request_id, change, start=start)
 
-        state = await mutate(self.bus.kv.requests, request_id, LoopState, apply)
-        assert state is not None
-        return state
+    async def _move(
+        self, request_id: str, target: RequestState, known: Tracked | None, **changes: object
+    ) -> Tracked:
+        """Move the request's record, from the copy this process last wrote when it has one."""
+        known = known or self.store.record(request_id)
+        return self.store.moved(
+            await self.bus.requests.move(request_id, target, known=known, **changes)
+        )
 
     async def _advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
         """Publish what the loop's state says comes next, moving the request's record first."""
@@ -269,18 +261,11 @@ class Orchestrator:
 
     async def _dispatch(self, state: LoopState, message: Dispatch, tracked: Tracked | None) -> None:
         task = message.task
-        cur = state.current
-        if cur is not None and cur.span_id is None and state.trace_id:
-            span_id = format(new_span_id(), "016x")
-            started = time.time_ns()
-            state = await self._update(
-                task.request_id, lambda s: loop.attempt_started(s, task.attempt, span_id, started)
-            )
         detail = f"attempt {task.attempt} with {task.worker_type}"
-        await self.bus.requests.move(
+        await self._move(
             task.request_id,
             "working",
-            known=tracked,
+            tracked,
             worker_type=task.worker_type,
             attempt=task.attempt,
             detail=detail,
@@ -296,8 +281,8 @@ class Orchestrator:
 
     async def _evaluate(self, state: LoopState, message: Evaluate, tracked: Tracked | None) -> None:
         ev = message.request
-        await self.bus.requests.move(
-            ev.request_id, "evaluating", known=tracked, detail=f"judging attempt {ev.attempt}"
+        await self._move(
+            ev.request_id, "evaluating", tracked, detail=f"judging attempt {ev.attempt}"
         )
         with in_attempt(state, ev.attempt):
             await self.bus.publish(
@@ -321,7 +306,11 @@ class Orchestrator:
             and not state.clarifications
             and event.worker_type is not None
         ):
-            tracked = tracked or await self.bus.requests.load(event.request_id)
+            tracked = (
+                tracked
+                or self.store.record(event.request_id)
+                or await self.bus.requests.load(event.request_id)
+            )
             if tracked is not None and not tracked.value.ended:
                 # Stored before the answer is published, so a repeat sent on seeing the answer
                 # finds it.
@@ -332,7 +321,8 @@ class Orchestrator:
                     event.worker_type,
                     list(event.sources),
                 )
-        await finish(self.bus, event, known=tracked)
+        await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
+        self.store.records.pop(event.request_id)
 
     def _observe(self, state: LoopState) -> None:
         ATTEMPTS.observe(len(state.attempts))

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TypeVar
 
 from faststream.nats import NatsBroker
@@ -24,7 +26,7 @@ from nats.js.kv import KeyValue
 from opentelemetry import propagate, trace
 from pydantic import BaseModel, ValidationError
 
-from contracts import Event, Subjects
+from contracts import Event, Subjects, utcnow
 from contracts.events import DeadLetter
 from services.runtime import topology
 from services.runtime.consumer import Consumer
@@ -41,6 +43,16 @@ E = TypeVar("E", bound=Event)
 DAY = 24 * 3600
 # Client-bound events that are also kept (the results stream).
 TERMINAL_SUFFIXES = (".completed", ".failed", ".clarification", ".cancelled")
+
+
+# How many times the message being handled (in this task) has been delivered: 1 the first time.
+_DELIVERED: contextvars.ContextVar[int] = contextvars.ContextVar("delivered", default=1)
+
+
+def redelivered() -> bool:
+    """Whether the durable message being handled was delivered before (its first handler may
+    have died after doing part of the work)."""
+    return _DELIVERED.get() > 1
 
 
 def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
@@ -100,6 +112,7 @@ class Bus:
         self._durables: list[tuple[str, str, Callable[[Msg], Awaitable[None]]]] = []
         self._consumers: list[Consumer] = []
         self._ticker: asyncio.Task[None] | None = None
+        self._listening: tuple[datetime, int] | None = None
         self._js: JetStreamContext | None = None
 
     async def setup(self, *, wait: float | None = None) -> None:
@@ -160,6 +173,16 @@ class Bus:
         NATS client: no span, no per-message metrics (~10 us instead of ~80 us through the
         broker's middlewares; `python -m bench.hotspots`). The gateway is the only listener."""
         await self.nc.publish(subject, event.__pydantic_serializer__.to_json(event))
+
+    def listening_since(self) -> datetime | None:
+        """Since when this process has heard every core message of its subscriptions (none
+        were missed in a disconnection since); None before it started."""
+        if self._listening is None:
+            return None
+        since, reconnects = self._listening
+        if self.nc.stats["reconnects"] != reconnects:  # a gap: count from now on
+            self._listening = since, reconnects = utcnow(), self.nc.stats["reconnects"]
+        return since
 
     def listen(self, subject: str, handler: Callable[[Msg], Awaitable[None]]) -> None:
         """A plain core-NATS subscription (no queue group) made at `start()`, its messages
@@ -234,6 +257,7 @@ class Bus:
     async def start(self) -> None:
         """Subscribe what `listen` declared and start reading the durable consumers (after
         `setup()`); one ticker keeps the messages being handled alive (in-progress acks)."""
+        self._listening = (utcnow(), self.nc.stats["reconnects"])
         for subject, handler in self._listeners:
             await self.nc.subscribe(subject, cb=handler)
         capacity = self.settings.max_concurrency
@@ -277,6 +301,7 @@ class Bus:
             await msg.term()
             return "rejected"
         delivered = msg.metadata.num_delivered
+        _DELIVERED.set(delivered)  # this task's own context: the handler's, and its tasks'
         parent = propagate.extract(msg.headers) if msg.headers else None
         with (
             request_context(event.request_id),  # every log line below names the request

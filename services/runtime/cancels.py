@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
+from datetime import datetime, timedelta
 
 import nats.js.errors
 from faststream.nats import NatsMessage
@@ -23,6 +24,8 @@ from services.runtime.metrics import CANCELLATIONS
 log = logging.getLogger("sidekick.cancel")
 
 REMEMBER = 10_000
+# How far apart two hosts' clocks may be, for `check` (work asked for on another host).
+CLOCK_SKEW = timedelta(seconds=10)
 
 
 class Cancellations:
@@ -52,10 +55,15 @@ class Cancellations:
     def is_set(self, request_id: str) -> bool:
         return request_id in self.seen
 
-    async def check(self, request_id: str) -> bool:
-        """True if the request was cancelled (here, or before this process heard of it)."""
+    async def check(self, request_id: str, issued: datetime | None = None) -> bool:
+        """True if the request was cancelled (here, or before this process heard of it).
+        `issued`: when the work was asked for; a cancel of work asked for well after this
+        process began listening would have been heard here, so the ledger is not asked."""
         if request_id in self.seen:
             return True
+        since = self.bus.listening_since()
+        if issued is not None and since is not None and issued > since + CLOCK_SKEW:
+            return False
         try:
             await self.bus.kv.ledger.get(flag_key(request_id))
         except nats.js.errors.KeyNotFoundError:

@@ -29,6 +29,7 @@ log = logging.getLogger("sidekick.bus")
 
 EXPIRES = 30.0  # seconds a pull request waits at the server
 IDLE = 5.0  # the server's idle heartbeat on a waiting pull request
+CHECK = 1.0  # seconds between looks at the connection (a reconnect loses pull requests)
 STATUS = "Status"
 PENDING = "Nats-Pending-Messages"
 
@@ -121,8 +122,13 @@ class Consumer:
         when half the room is free. A request ends at the server with a status saying how much
         of it was left undelivered (`_status`); one not heard of past its expiry, or while the
         server sends no heartbeat, is taken as forgotten (a restart, a reconnect)."""
+        reconnects = self.nc.stats["reconnects"]
         while True:
             now = time.monotonic()
+            if reconnects != self.nc.stats["reconnects"]:
+                # A new connection (maybe a restarted server): what was asked is gone.
+                reconnects = self.nc.stats["reconnects"]
+                self.pending = 0
             if self.pending and (now > self.asked_until or now - self.heard > 2 * IDLE + 1):
                 self.pending = 0
             room = self.capacity - self.pending - len(self.running)
@@ -130,7 +136,7 @@ class Consumer:
                 await self._ask(room)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), IDLE)
+                await asyncio.wait_for(self._wake.wait(), CHECK)
 
     async def _ask(self, batch: int) -> None:
         request = {

@@ -63,6 +63,7 @@ TABLE: tuple[Move, ...] = (
     Move("direct", "cancelled", EITHER, "cancelled while streaming"),
     Move("direct", "routed", ORCH, "the frontline's model began answering, then routed it"),
     Move("routed", "decided", ORCH, "the orchestrator chose a worker and criteria"),
+    Move("routed", "working", ORCH, "decided, and attempt 1 dispatched in the same write"),
     Move("routed", "completed", ORCH, "answered from the semantic cache"),
     Move("routed", "failed", ORCH, "refused, no such worker, or the model failed"),
     Move("routed", "cancelled", ORCH, "cancelled while deciding"),
@@ -195,11 +196,31 @@ class Requests:
         """Record how the request ended (or that it waits for the user). The first end stands:
         when the request has already ended, or already waits with its questions, its record is
         returned unchanged and `record.outcome` is the outcome that counts."""
+        return (await self.settle(outcome, known=known))[0]
+
+    async def settle(
+        self, outcome: Outcome, *, known: Tracked | None = None
+    ) -> tuple[Tracked, bool]:
+        """`end`, also saying whether this call made the move (False: the request had already
+        ended or parked, by this outcome or another; `known` may be stale: a failed write
+        reads the record again)."""
         target = state_of(outcome)
-        current = known if known is not None else await self.load(outcome.request_id)
-        if current is not None and (current.value.ended or current.value.state == target):
-            return current
-        return await self.move(outcome.request_id, target, known=current, **_fields(outcome))
+        for _ in range(self.ATTEMPTS):
+            current = known if known is not None else await self.load(outcome.request_id)
+            known = None
+            if current is not None and (current.value.ended or current.value.state == target):
+                return current, False
+            if current is None:
+                raise IllegalMove(None, target, self.by)
+            updated = _moved(current.value, target, _fields(outcome))
+            if updated is None:
+                return current, False
+            if not allowed(current.value.state, target, self.by):
+                raise IllegalMove(current, target, self.by)
+            revision = await write_if(self.kv, outcome.request_id, updated, current.revision)
+            if revision is not None:
+                return Versioned(updated, revision), True
+        raise RuntimeError(f"could not end request {outcome.request_id} (contention)")
 
 
 def _moved(

@@ -1,22 +1,22 @@
 """How a request ends (or parks), whichever service ends it: record the outcome on the
 request's record (the first end stands), update the session's record (history, parked request,
-results not yet seen by a client), and publish the outcome to the gateways once."""
+results not yet seen by a client), and publish the outcome to the gateways once: by the call that
+recorded it (the lifecycle's compare-and-set lets one call do that)."""
 
 from __future__ import annotations
 
 import contextlib
-
-import nats.js.errors
 
 from contracts import (
     ClarificationRequested,
     Outcome,
     RequestCompleted,
     RequestFailed,
+    SessionRecord,
     WorkflowStatus,
 )
-from services.runtime.bus import Bus, msg_id
-from services.runtime.kvstore import key_for
+from services.runtime.bus import Bus, msg_id, redelivered
+from services.runtime.kvstore import Versioned
 from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.metrics import REQUEST_DURATION, REQUESTS
 from services.runtime.sessions import after_outcome, update_session
@@ -51,52 +51,52 @@ def _subject(bus: Bus, event: Outcome) -> str:
     return s.request_cancelled(rid)
 
 
-async def finish(bus: Bus, event: Outcome, *, known: Tracked | None = None) -> Outcome | None:
+async def finish(
+    bus: Bus,
+    event: Outcome,
+    *,
+    known: Tracked | None = None,
+    session: Versioned[SessionRecord] | None = None,
+) -> Outcome | None:
     """End (or park) a request and return the outcome that stands, or None when this service
     may not end it from where it is (another service owns that step). Safe to call twice and
     from racing services: the first end wins, every write is idempotent, and the outcome is
-    published once (a parked request's event has its own key)."""
+    published by the call that recorded it. A call that finds the request already ended
+    publishes nothing, unless it handles a redelivered message: the first delivery's handler
+    may have died between recording and publishing (the stream drops a second copy; a gateway
+    shows an outcome once per socket). `known`/`session` are the request's and the session's
+    records as last read, if the caller has them (saves a read when they are current)."""
     if not isinstance(event, ClarificationRequested) and event.trace_id is None:
         event = event.model_copy(update={"trace_id": current_trace_id()})
     try:
-        ended = await bus.requests.end(event, known=known)
+        ended, moved = await bus.requests.settle(event, known=known)
     except IllegalMove as exc:
         if exc.current is not None:
             return None
         # No record at all (an orphan message, not accepted by a gateway): nothing to keep,
         # but whoever waits for this request still hears how it ended.
         winner: Outcome = event
+        moved = True
     else:
         record = ended.value
-        if record.outcome is None:  # cannot happen: end() stores an outcome with each end
+        if record.outcome is None:  # cannot happen: settle() stores an outcome with each end
             return None
         winner = record.outcome
+        if not moved and not redelivered():
+            return winner
+        # Before the outcome is published: a gateway that shows it marks it seen in the
+        # session right after.
         await update_session(
-            bus, winner.session_id, lambda rec: after_outcome(rec, winner, record.text)
+            bus,
+            winner.session_id,
+            lambda rec: after_outcome(rec, winner, record.text),
+            known=session,
         )
-        if winner.event_id == event.event_id and not isinstance(event, ClarificationRequested):
+        if moved and not isinstance(event, ClarificationRequested):
             outcome, route = _labels(event)
             REQUESTS.labels(outcome, route).inc()
             took = (record.updated_at - record.created_at).total_seconds()
             REQUEST_DURATION.labels(outcome, route).observe(took)
     step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
-    key = msg_id(winner.request_id, step)
-    # The stream drops a duplicate publish, but core subscribers (gateways) would still see it,
-    # so a re-run (a redelivery, a late event) publishes only what was never published.
-    if await _published(bus, key):
-        return winner
-    await bus.publish(winner, _subject(bus, winner), dedupe_key=key)
-    await bus.kv.ledger.put(_published_key(key), b"1")
+    await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
     return winner
-
-
-def _published_key(dedupe_key: str) -> str:
-    return "published." + key_for(dedupe_key)
-
-
-async def _published(bus: Bus, dedupe_key: str) -> bool:
-    try:
-        await bus.kv.ledger.get(_published_key(dedupe_key))
-    except nats.js.errors.KeyNotFoundError:
-        return False
-    return True

@@ -8,33 +8,50 @@ from collections.abc import Callable
 from contracts import Outcome, RequestCompleted, SessionRecord, Turn
 from contracts.events import ClarificationRequested
 from services.runtime.bus import Bus
-from services.runtime.kvstore import get_model, key_for, mutate
+from services.runtime.kvstore import Versioned, get_model, key_for, mutate_versioned
 
 MAX_STORED_TURNS = 50
 MAX_UNDELIVERED = 50
 
 
 async def load_session(bus: Bus, session_id: str) -> SessionRecord:
-    record, _ = await get_model(bus.kv.sessions, key_for(session_id), SessionRecord)
-    return record or SessionRecord()
+    return (await load_versioned(bus, session_id)).value
+
+
+async def load_versioned(bus: Bus, session_id: str) -> Versioned[SessionRecord]:
+    """The session's record and its revision (0: none yet)."""
+    record, revision = await get_model(bus.kv.sessions, key_for(session_id), SessionRecord)
+    return Versioned(record or SessionRecord(), revision)
+
+
+def recent(record: SessionRecord, turns: int) -> list[Turn]:
+    """The last `turns` turns (a turn is one user message and its answer)."""
+    return record.turns[-2 * turns :] if turns > 0 else []
 
 
 async def load_history(bus: Bus, session_id: str, turns: int) -> list[Turn]:
     if turns <= 0:
         return []
-    # A "turn" is one user message and its answer.
-    return (await load_session(bus, session_id)).turns[-2 * turns :]
+    return recent(await load_session(bus, session_id), turns)
 
 
 async def update_session(
-    bus: Bus, session_id: str, change: Callable[[SessionRecord], SessionRecord | None]
+    bus: Bus,
+    session_id: str,
+    change: Callable[[SessionRecord], SessionRecord | None],
+    *,
+    known: Versioned[SessionRecord] | None = None,
 ) -> SessionRecord | None:
-    return await mutate(
+    """Change the session's record by compare-and-set (from `known` first, when the caller has
+    just read it: one round trip instead of two while nobody wrote in between)."""
+    done = await mutate_versioned(
         bus.kv.sessions,
         key_for(session_id),
         SessionRecord,
         lambda cur: change(cur or SessionRecord()),
+        known=known,
     )
+    return done.value if done is not None else None
 
 
 def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> SessionRecord | None:

@@ -77,7 +77,7 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
 
 def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:
     async def handle(task: WorkerTask) -> None:
-        if await cancels.check(task.request_id):
+        if await cancels.check(task.request_id, issued=task.ts):
             return  # cancelled before it started: no work, no side effect
         work = asyncio.create_task(worker.run(task))
         try:
