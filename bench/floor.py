@@ -1,8 +1,11 @@
-"""The floor: the same number of JetStream hops as a Sidekick path, with bare nats-py and no
-work in between. Each hop is a durable pull consumer (fetch batch 16, explicit ack after the
-next publish, `Nats-Msg-Id` on every publish, file storage), like Sidekick's bus; the last hop
-is published to an `out.<id>` subject the driver hears on a core subscription, as the gateway
-does. The relays run in their own process: `python -m bench.floor --url ... --hops 2,7,15`.
+"""The floor: the same number of JetStream hops as a Sidekick path, with nats-py and no work in
+between. Each hop is a durable consumer read with a standing pull, as Sidekick's are
+(services/runtime/consumer.py), with an explicit ack after the next publish, `Nats-Msg-Id` on
+every publish, file storage; the last hop is published to an `out.<id>` subject the driver
+hears on a core subscription, as the gateway does. The relays run in their own process on
+uvloop, as Sidekick's services do: `python -m bench.floor --url ... --hops 2,7,15`. Besides
+latency it reports CPU per request of the relays, nats-server and the driver: what moving a
+request through that many hops costs before any work is done.
 
 Hops per path (JetStream publishes): direct 2 (chat.requested, out.completed); orchestrated with
 one attempt 7 (+ request.routed, worker.run, worker.completed, evaluator.run,
@@ -23,10 +26,12 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import StorageType, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
 from bench.client import summary
-from bench.system import ROOT, killed_with_parent
+from bench.system import ROOT, cpu_ms_per, cpu_snapshot, killed_with_parent
+from services.runtime.consumer import Consumer
+from services.runtime.eventloop import run_loop
 
 HOPS = {"direct": 2, "orchestrated_1": 7, "orchestrated_3": 15}
 
@@ -49,12 +54,18 @@ async def ensure_stream(js: JetStreamContext, prefix: str) -> None:
 async def relay(url: str, prefix: str, chains: list[int]) -> None:
     nc: Client = await nats.connect(url)
     js = nc.jetstream()
-    tasks: list[asyncio.Task[None]] = []
+    consumers: list[Consumer] = []
 
     async def hop(chain: int, i: int) -> None:
         last = i == chain - 1
-        psub = await js.pull_subscribe(
-            subject(prefix, chain, i), durable=f"{prefix}_c{chain}_h{i}", stream=prefix.upper()
+        durable = f"{prefix}_c{chain}_h{i}"
+        await js.add_consumer(
+            prefix.upper(),
+            ConsumerConfig(
+                durable_name=durable,
+                filter_subject=subject(prefix, chain, i),
+                ack_policy=AckPolicy.EXPLICIT,
+            ),
         )
 
         async def handle(msg: Msg) -> None:
@@ -65,23 +76,22 @@ async def relay(url: str, prefix: str, chains: list[int]) -> None:
             )
             await msg.ack()
 
-        while True:
-            try:
-                msgs = await psub.fetch(16, timeout=2.0)
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-            await asyncio.gather(*(handle(m) for m in msgs))
+        consumer = Consumer(nc, prefix.upper(), durable, 64, handle)
+        await consumer.start()
+        consumers.append(consumer)
 
     for chain in chains:
         for i in range(1, chain):
-            tasks.append(asyncio.create_task(hop(chain, i)))
-    await asyncio.sleep(0.5)  # let every pull subscription exist before saying so
+            await hop(chain, i)
     print("relays ready", flush=True)
-    await asyncio.gather(*tasks)
+    await asyncio.Event().wait()
 
 
-async def drive(url: str, requests: int, warmup: int, payload_bytes: int) -> dict[str, Any]:
-    """Sequential requests through each chain, timed from first publish to the final message."""
+async def drive(
+    url: str, requests: int, warmup: int, payload_bytes: int, nats_pid: int | None = None
+) -> dict[str, Any]:
+    """Sequential requests through each chain, timed from first publish to the final message;
+    CPU per request of the relays, nats-server (`nats_pid`) and this driver."""
     prefix = f"floor{int(time.time() * 1000) % 10**9}"
     nc: Client = await nats.connect(url)
     js = nc.jetstream()
@@ -112,7 +122,13 @@ async def drive(url: str, requests: int, warmup: int, payload_bytes: int) -> dic
         for path, chain in HOPS.items():
             latencies: list[float] = []
             errors: Counter[str] = Counter()
+            pids = {"relays": proc.pid, **({"nats-server": nats_pid} if nats_pid else {})}
+            cpu_before: dict[str, float] = {}
+            driver_before = 0.0
             for n in range(warmup + requests):
+                if n == warmup:
+                    cpu_before = cpu_snapshot(pids)
+                    driver_before = time.process_time()
                 rid = f"{path}-{n}"
                 fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
                 waiting[rid] = fut
@@ -127,7 +143,16 @@ async def drive(url: str, requests: int, warmup: int, payload_bytes: int) -> dic
                     continue
                 if n >= warmup:
                     latencies.append((done - sent) / 1e6)
-            results[path] = {"hops": chain, **summary(latencies), "errors": sum(errors.values())}
+            cpu = cpu_ms_per(cpu_before, cpu_snapshot(pids), requests)
+            cpu["driver"] = round((time.process_time() - driver_before) * 1000 / requests, 2)
+            cpu["total"] = round(sum(v for k, v in cpu.items() if k != "sidekick"), 2)
+            cpu.pop("sidekick", None)
+            results[path] = {
+                "hops": chain,
+                **summary(latencies),
+                "errors": sum(errors.values()),
+                "cpu_ms_per_request": cpu,
+            }
     finally:
         proc.terminate()
         try:
@@ -148,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hops", required=True, help="chain lengths, e.g. 2,7,15")
     args = parser.parse_args(argv)
     chains = [int(h) for h in args.hops.split(",")]
-    # Plain asyncio, as Sidekick's services run, so the ratio isolates what their code adds.
+    # On the loop Sidekick's services run on, so the ratio isolates what their code adds.
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(relay(args.url, args.prefix, chains))
+        run_loop(relay(args.url, args.prefix, chains))
     return 0
 
 

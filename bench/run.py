@@ -165,7 +165,10 @@ async def run_parts(stack: Stack, sampler: RssSampler, args: argparse.Namespace)
         elif part == "idle":
             results["idle"] = await load.idle_sockets(stack, sampler, args.idle, args.hold)
         elif part == "floor":
-            results["floor"] = await floor_drive(stack.nats_url, args.requests, args.warmup, 600)
+            nats_pid = stack.pids().get("nats-server")
+            results["floor"] = await floor_drive(
+                stack.nats_url, args.requests, args.warmup, 600, nats_pid
+            )
         elif part == "concurrency":
             results["concurrency"] = await load.concurrency(
                 stack,
