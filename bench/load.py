@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.client import EXPECT, PATHS, Outcome, Session, summary
-from bench.system import RssSampler, Stack
+from bench.system import RssSampler, Stack, cpu_ms_per, cpu_snapshot
 
 OPEN_PARALLEL = 100  # sockets being opened at once
 
@@ -139,8 +139,19 @@ async def concurrency_level(
                 if out.error not in ("unexpected_answer", "request_failed", "llm_unavailable"):
                     return  # the socket is gone or stuck: this session stops
 
+    async def cpu_in_window() -> tuple[dict[str, float], dict[str, float]]:
+        await asyncio.sleep(max(0.0, (window.begin_ns - time.monotonic_ns()) / 1e9))
+        first = cpu_snapshot(stack.pids())
+        await asyncio.sleep(max(0.0, (window.end_ns - time.monotonic_ns()) / 1e9))
+        return first, cpu_snapshot(stack.pids())
+
+    cpu = asyncio.create_task(cpu_in_window())
     unfinished = await run_until(window, [run(s) for s in opened], grace=max(10.0, 2 * request_s))
     figures = window_figures(window, sessions, calls, latency_ms, errors, unfinished)
+    first, last = await cpu
+    figures["cpu_ms_per_request"] = cpu_ms_per(first, last, figures["completed"])
+    busy = sum(last[k] - first[k] for k in last if k not in ("fake-model", "bench"))
+    figures["sidekick_cpu_cores_busy"] = round(busy / figures["window_s"], 2)
     figures["peak_rss_mib"] = sampler.peaks()
     await close_sessions(opened)
     figures["drain_seconds"] = await settle(stack)

@@ -18,12 +18,14 @@ from typing import Any
 
 from bench import latency, load
 from bench.floor import drive as floor_drive
+from bench.recovery import recovery
 from bench.report import ratios, render, targets
 from bench.system import ROOT, RssSampler, Stack, killed_with_parent, raise_fd_limit
 from services.runtime.eventloop import run_loop
 
-# Idle sockets first, on a fresh gateway, so the figure is what the sockets cost.
-PARTS = ("idle", "overhead", "streaming", "floor", "concurrency", "langgraph")
+# Idle sockets first, on a fresh gateway, so the figure is what the sockets cost; recovery last
+# (it kills and restarts services).
+PARTS = ("idle", "overhead", "streaming", "floor", "concurrency", "langgraph", "recovery")
 
 FULL = {
     "requests": 2000,
@@ -34,6 +36,8 @@ FULL = {
     "duration": 30.0,
     "idle": 5000,
     "hold": 5.0,
+    "recovery_requests": 20,
+    "recovery_hold_ms": 2000.0,
 }
 QUICK = {
     "requests": 10,
@@ -44,6 +48,8 @@ QUICK = {
     "duration": 1.5,
     "idle": 50,
     "hold": 0.5,
+    "recovery_requests": 4,
+    "recovery_hold_ms": 500.0,
 }
 
 
@@ -61,6 +67,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, help="concurrency: measured seconds per level")
     p.add_argument("--idle", type=int, help="idle sockets to open (default 5000)")
     p.add_argument("--hold", type=float, help="seconds to hold the idle sockets")
+    p.add_argument(
+        "--recovery-requests", type=int, help="recovery: routed requests in flight (default 20)"
+    )
+    p.add_argument(
+        "--recovery-hold-ms",
+        type=float,
+        help="recovery: model latency while the requests gather at the victim (default 2000)",
+    )
     p.add_argument(
         "--max-concurrency",
         type=int,
@@ -164,6 +178,11 @@ async def run_parts(stack: Stack, sampler: RssSampler, args: argparse.Namespace)
             )
         elif part == "idle":
             results["idle"] = await load.idle_sockets(stack, sampler, args.idle, args.hold)
+        elif part == "recovery":
+            results["recovery"] = await recovery(
+                stack, args.recovery_requests, args.recovery_hold_ms
+            )
+            sampler.pids.update(stack.pids())  # the restarted services
         elif part == "floor":
             nats_pid = stack.pids().get("nats-server")
             results["floor"] = await floor_drive(

@@ -278,18 +278,36 @@ class Stack:
             timeout=60,
         )
         for name in SERVICES:
-            log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "services.cli", "run", name],
-                env=env,
-                cwd=self.root,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=killed_with_parent,
-            )
-            log.close()
+            self._launch(name, env)
         self._wait_ready(timeout)
         return self
+
+    def _launch(self, name: str, env: dict[str, str] | None = None) -> None:
+        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "run", name],
+            env=env or self.env(),
+            cwd=self.root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=killed_with_parent,
+        )
+        log.close()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one service (nothing it held is acked: JetStream delivers it again)."""
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def restart(self, name: str, timeout: float = 60.0) -> None:
+        """Start a killed service again and wait until it says it is ready."""
+        self._launch(name)
+        deadline = time.monotonic() + timeout
+        while not self._ready(name):
+            if self.procs[name].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not restart:\n{self.log(name)[-3000:]}")
+            time.sleep(0.02)
 
     def nats_counters(self) -> dict[str, int]:
         """Messages and bytes nats-server has received (in) and delivered (out) so far."""

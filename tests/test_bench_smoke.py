@@ -24,10 +24,18 @@ def test_quick_bench_prints_a_table_and_json_with_every_figure(tmp_path: Path) -
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    for heading in ("### Targets", "### Overhead", "### Streaming", "### Concurrency", "### Idle"):
+    for heading in (
+        "### Targets",
+        "### Overhead",
+        "### CPU per request by process",
+        "### Streaming",
+        "### Concurrency",
+        "### Idle",
+        "### Recovery",
+    ):
         assert heading in proc.stdout
     assert (tmp_path / "latest.md").read_text().startswith("Sidekick bench")
     results = json.loads((tmp_path / "latest.json").read_text())
@@ -41,9 +49,13 @@ def test_quick_bench_prints_a_table_and_json_with_every_figure(tmp_path: Path) -
         # The fake model was driven down the intended path (3 attempts = 8 model calls).
         assert over["model_calls_per_request"] >= over["expected_model_calls"]
         assert over["cpu_ms_per_request"]["sidekick"] > 0
+        assert {"gateway", "frontline", "orchestrator", "evaluator", "workers", "nats-server"} <= (
+            set(over["cpu_ms_per_request"])
+        )
         floor = results["floor"][path]
         _latencies_are_ordered(floor)
         assert floor["errors"] == 0
+        assert floor["cpu_ms_per_request"]["total"] > 0
         assert results["ratios"]["overhead_p50_vs_floor"][path] > 0
 
     streaming = results["streaming"]
@@ -76,6 +88,20 @@ def test_quick_bench_prints_a_table_and_json_with_every_figure(tmp_path: Path) -
     assert idle["opened"] == idle["sockets"] == 50
     assert idle["gateway_rss_mib"] > 0
 
+    recovery = results["recovery"]
+    for victim in ("orchestrator", "workers"):
+        got = recovery["victims"][victim]
+        assert got["errors"] == 0, got["error_kinds"]
+        assert got["completed"] == got["in_flight"] == 4, "every request in flight completed"
+        assert got["ready_after_s"] > 0 and got["all_done_after_s"] >= got["ready_after_s"]
+
     verdicts = {row["figure"]: row["met"] for row in results["targets"]}
-    for figure in ("orchestrated, 1 attempt: p50", "direct: p50", "first token → first frame: p50"):
+    for figure in (
+        "orchestrated, 1 attempt: p50",
+        "orchestrated, 1 attempt: CPU per request",
+        "direct: p50",
+        "model calls for a direct answer",
+        "first token → first frame: p50",
+        "4 requests in flight, orchestrator SIGKILLed: all done after",
+    ):
         assert verdicts[figure] in (True, False)

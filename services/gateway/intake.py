@@ -92,14 +92,18 @@ class Intake:
         record = await self.record(request_id)
         return record.outcome if record is not None else None
 
-    async def submit(self, principal: str, req: Request, request_id: str) -> bool:
+    async def submit(
+        self, principal: str, req: Request, request_id: str, *, generated: bool = False
+    ) -> bool:
         """Accept a new request: limits, its record, the index, then `chat.requested`.
-        Returns False when this principal already sent this request id (a retry)."""
-        existing = await self.record(request_id)
-        if existing is not None:
-            if existing.principal != principal:
-                raise Conflict(f"The request id {request_id} is already in use.")
-            return False
+        Returns False when this principal already sent this request id (a retry). An id the
+        gateway has just `generated` is new: nothing is read to find out."""
+        if not generated:
+            existing = await self.record(request_id)
+            if existing is not None:
+                if existing.principal != principal:
+                    raise Conflict(f"The request id {request_id} is already in use.")
+                return False
         self.admit(principal, request_id)
         event = ChatRequested(
             request_id=request_id,

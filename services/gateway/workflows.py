@@ -106,7 +106,7 @@ class Workflows:
             success_criteria=body.success_criteria,
             skip_cache=body.skip_cache,
         )
-        await self.intake.submit(principal, new, workflow_id)
+        await self.intake.submit(principal, new, workflow_id, generated=True)
         accepted = WorkflowAccepted(
             workflow_id=workflow_id, status="queued", message="Workflow accepted."
         )

@@ -231,7 +231,9 @@ class ChatSocket:
             skip_cache=frame.skip_cache,
         )
         try:
-            fresh = await self.intake.submit(conn.principal, request, request_id)
+            fresh = await self.intake.submit(
+                conn.principal, request, request_id, generated=frame.request_id is None
+            )
         except GatewayError as exc:
             return self.refuse(conn, exc, request_id)
         if conn.events:

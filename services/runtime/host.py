@@ -9,6 +9,7 @@ import logging
 import os
 import resource
 import signal
+import sys
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,6 @@ from services.runtime.busmetrics import prometheus_middleware
 from services.runtime.eventloop import run_loop
 from services.runtime.health import Probe, answer_pings
 from services.runtime.httpguard import Guard, uvicorn_options
-from services.runtime.llm.endpoint import close_http
 from services.runtime.logs import broker_logger
 from services.runtime.metrics import READY, REGISTRY
 from services.runtime.natsauth import inbox_prefix
@@ -137,7 +137,7 @@ class ServiceHost:
                     await self.bus.broker.stop()
                 except Exception as exc:  # NATS went away first: nothing is left to close
                     log.warning("%s: NATS connection not closed cleanly: %r", self.name, exc)
-                await close_http()
+                await _close_model_clients()
 
         return Starlette(
             routes=[
@@ -184,6 +184,14 @@ class ServiceHost:
             await server.serve()
 
         run_loop(main())
+
+
+async def _close_model_clients() -> None:
+    """Close the process's HTTP client for model calls, if it ever made one (imported only by
+    the services that call models: the gateway does not load the SDK at all)."""
+    endpoint = sys.modules.get("services.runtime.llm.endpoint")
+    if endpoint is not None:
+        await endpoint.close_http()
 
 
 def _stop_quietly_on_signals(server: uvicorn.Server) -> None:
