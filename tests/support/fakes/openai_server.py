@@ -29,60 +29,35 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from tests.support.fakes.http import FakeServer, Recorded, Response
+from tests.support.fakes.openai_replies import (
+    ROUTE_LINE,
+    Reply,
+    Script,
+    last_user,
+    one_call,
+    play_one_call,
+    render_tool_call,
+    sse,
+    tool_call,
+)
+
+__all__ = [
+    "ROUTE_LINE",
+    "FakeOpenAI",
+    "Reply",
+    "Script",
+    "last_user",
+    "one_call",
+    "tool_call",
+    "verdict",
+]
 
 ROUTE_WORDS = ("search", "email", "research", "latest", "news", "price", "browse", "route")
-
-
-@dataclass
-class Reply:
-    content: str = ""
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    error: str | None = None
-    wait: threading.Event | None = None  # block until set (for crash tests)
-    chunk_delay: float = 0.0
-    # Function calls the model asks for: each {"id", "name", "arguments"} (arguments a dict or
-    # JSON text) or the API's own {"id", "type": "function", "function": {...}} shape.
-    tool_calls: list[dict[str, Any]] | None = None
-
-
-def tool_call(name: str, arguments: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
-    """One tool call of a scripted reply."""
-    return {"id": call_id or f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": arguments}
-
-
-def _render_tool_call(call: dict[str, Any]) -> dict[str, Any]:
-    if "function" in call:
-        return {"type": "function", **call}
-    args = call.get("arguments", {})
-    return {
-        "id": call["id"],
-        "type": "function",
-        "function": {
-            "name": call["name"],
-            "arguments": args if isinstance(args, str) else json.dumps(args),
-        },
-    }
-
-
-Script = Callable[[dict[str, Any]], Reply | str | dict[str, Any]]
-
-
-def last_user(body: dict[str, Any]) -> str:
-    for m in reversed(body.get("messages", [])):
-        if m.get("role") == "user":
-            content = m.get("content")
-            return content if isinstance(content, str) else json.dumps(content)
-    return ""
 
 
 def all_text(body: dict[str, Any]) -> str:
@@ -90,57 +65,6 @@ def all_text(body: dict[str, Any]) -> str:
 
 
 SCHEMA_IN_PROMPT = re.compile(r"JSON Schema of (\w+)")
-ROUTE_LINE = "`ROUTE: <"  # the marker convention's instruction (services/frontline/prompts.py)
-
-
-def one_call(body: dict[str, Any]) -> str | None:
-    """'tools' or 'marker' when the request is the frontline's answer-or-route call."""
-    for t in body.get("tools") or []:
-        if (t.get("function") or {}).get("name") == "route" and body.get("tool_choice") in (
-            None,
-            "auto",
-        ):
-            return "tools"
-    for m in body.get("messages", []):
-        if m.get("role") == "system" and ROUTE_LINE in str(m.get("content")):
-            return "marker"
-    return None
-
-
-def decision_view(body: dict[str, Any]) -> dict[str, Any]:
-    """The one call as the frontline's old first question: a structured decision."""
-    view = {k: v for k, v in body.items() if k not in ("tools", "tool_choice", "stream")}
-    view["response_format"] = {
-        "type": "json_schema",
-        "json_schema": {"name": "FrontlineDecision", "schema": {}, "strict": True},
-    }
-    return view
-
-
-def answer_view(body: dict[str, Any]) -> dict[str, Any]:
-    """The one call as the frontline's old second question: the answer, streamed."""
-    return {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}
-
-
-def _decision(reply: Reply | str | dict[str, Any]) -> dict[str, Any] | None:
-    """A script's answer to the decision question, as a FrontlineDecision-shaped dict."""
-    value: Any = reply
-    if isinstance(reply, Reply):
-        value = reply.content
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, dict) and isinstance(value.get("route_to_orchestrator"), bool):
-        return value
-    return None
-
-
-def route_reply(how: str, reason: str) -> Reply:
-    if how == "tools":
-        return Reply(tool_calls=[tool_call("route", {"reason": reason})])
-    return Reply(f"ROUTE: {reason}")
 
 
 def structured(body: dict[str, Any]) -> str | None:
@@ -305,7 +229,7 @@ class FakeOpenAI(FakeServer):
         if script is None:
             return Response(404, {"error": {"message": f"model {model} not found"}})
         how = one_call(body)
-        raw = self._one_call(script, body, how) if how is not None else script(body)
+        raw = play_one_call(script, body, how) if how is not None else script(body)
         if isinstance(raw, Reply):
             reply = raw
         elif isinstance(raw, dict):
@@ -329,13 +253,11 @@ class FakeOpenAI(FakeServer):
             message = {
                 "role": "assistant",
                 "content": reply.content or None,
-                "tool_calls": [_render_tool_call(c) for c in reply.tool_calls],
+                "tool_calls": [render_tool_call(c) for c in reply.tool_calls],
             }
             finish_reason = "tool_calls"
         if body.get("stream"):
-            return Response(
-                200, chunks=self._sse(model, reply, usage), chunk_delay=reply.chunk_delay
-            )
+            return Response(200, chunks=sse(model, reply, usage), chunk_delay=reply.chunk_delay)
         return Response(
             200,
             {
@@ -348,23 +270,6 @@ class FakeOpenAI(FakeServer):
             },
         )
 
-    def _one_call(self, script: Script, body: dict[str, Any], how: str) -> Reply | str:
-        first = script(decision_view(body))
-        decision = _decision(first)
-        if decision is not None:
-            if decision["route_to_orchestrator"]:
-                routed = route_reply(how, str(decision.get("reason") or "routed"))
-                if isinstance(first, Reply):  # keep the script's timing and holds
-                    routed.delay, routed.wait = first.delay, first.wait
-                return routed
-            answer = script(answer_view(body))
-            if isinstance(answer, dict):
-                return json.dumps(answer)
-            return answer
-        if isinstance(first, dict):
-            return json.dumps(first)
-        return first
-
     def _structured_reply(self, body: dict[str, Any], value: dict[str, Any]) -> Reply:
         """A JSON reply as the request asked for it: the forced function's arguments, or text
         (wrapped in prose or a fence when `wrap` says so)."""
@@ -372,56 +277,6 @@ class FakeOpenAI(FakeServer):
         if isinstance(choice, dict) and "function" in choice:
             return Reply(tool_calls=[tool_call(choice["function"]["name"], value)])
         return Reply(content=self._wrapped(json.dumps(value)))
-
-    def _sse(self, model: str, reply: Reply, usage: dict[str, int]) -> list[bytes]:
-        def event(data: dict[str, Any]) -> bytes:
-            return f"data: {json.dumps(data)}\n\n".encode()
-
-        words = reply.content.split(" ")
-        pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
-        base = {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": model,
-        }
-        out = [
-            event(
-                {
-                    **base,
-                    "choices": [
-                        {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}
-                    ],
-                }
-            )
-        ]
-        for piece in pieces if reply.content else []:
-            out.append(
-                event(
-                    {
-                        **base,
-                        "choices": [
-                            {"index": 0, "delta": {"content": piece}, "finish_reason": None}
-                        ],
-                    }
-                )
-            )
-        for index, call in enumerate(_render_tool_call(c) for c in reply.tool_calls or []):
-            args = call["function"]["arguments"]
-            half = len(args) // 2
-            head = {**call, "index": index, "function": {**call["function"], "arguments": ""}}
-            for delta in (
-                head,
-                {"index": index, "function": {"arguments": args[:half]}},
-                {"index": index, "function": {"arguments": args[half:]}},
-            ):
-                choice = {"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": None}
-                out.append(event({**base, "choices": [choice]}))
-        finish = "tool_calls" if reply.tool_calls else "stop"
-        out.append(event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
-        out.append(event({**base, "choices": [], "usage": usage}))
-        out.append(b"data: [DONE]\n\n")
-        return out
 
     def _embeddings(self, rec: Recorded) -> Response:
         body = rec.json()
