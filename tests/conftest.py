@@ -17,6 +17,7 @@ from nats.aio.client import Client as NATS
 from nats.js.api import KeyValueConfig
 
 from contracts import new_id
+from services.runtime.llm.endpoint import close_http
 from services.runtime.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System, llm_env
@@ -26,6 +27,13 @@ from tests.support.memory import MemoryStore
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fast: in memory, no processes (pytest -m fast)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _close_model_http() -> AsyncIterator[None]:
+    """Model clients made in the test process share one HTTP client; closed at the end."""
+    yield
+    await close_http()
 
 
 @pytest.fixture(params=[pytest.param("memory", marks=pytest.mark.fast), "nats"])

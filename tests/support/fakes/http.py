@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,14 @@ class Response:
 
 
 Route = Callable[[Recorded], Response]
+
+
+class _Quiet(ThreadingHTTPServer):
+    """A client that hangs up mid-request (a cancelled or timed-out model call) is no error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class FakeServer:
@@ -115,7 +124,7 @@ class FakeServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Quiet(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
