@@ -32,6 +32,8 @@ from services.runtime.sessions import load_history
 
 log = logging.getLogger("sidekick.frontline")
 
+PLANNED = "a workflow: the research pipeline plans it"
+
 
 class Frontline:
     def __init__(self, bus: Bus, llm: LLMClient, cancels: Cancellations) -> None:
@@ -47,6 +49,9 @@ class Frontline:
             await self._cancelled(req)
             return
         history = await load_history(self.bus, req.session_id, self.bus.settings.history_turns)
+        if req.planned:  # a workflow is planned by the research pipeline, never answered here
+            await self._route(req, PLANNED, history)
+            return
         try:
             decision = await self.llm.structured(
                 conversation(prompts.SYSTEM, history, req.message), FrontlineDecision
@@ -58,17 +63,7 @@ class Frontline:
             await self._cancelled(req)
             return
         if decision.value.route_to_orchestrator:
-            await self._progress(req, "routed", decision.value.reason)
-            routed = RequestRouted(
-                **req.model_dump(exclude={"kind", "event_id", "ts"}),
-                reason=decision.value.reason,
-                history=history,
-            )
-            await self.bus.publish(
-                routed,
-                self.bus.subjects.request_routed,
-                dedupe_key=msg_id(req.request_id, "routed"),
-            )
+            await self._route(req, decision.value.reason, history)
             return
         try:
             tracked = await self.bus.requests.move(req.request_id, "direct", known=tracked)
@@ -76,6 +71,15 @@ class Frontline:
             return  # cancelled meanwhile: whoever cancelled it ends it
         await self._progress(req, "direct", decision.value.reason)
         await self._answer(req, history, decision.usage, tracked)
+
+    async def _route(self, req: ChatRequested, reason: str, history: list[Turn]) -> None:
+        await self._progress(req, "routed", reason)
+        routed = RequestRouted(
+            **req.model_dump(exclude={"kind", "event_id", "ts"}), reason=reason, history=history
+        )
+        await self.bus.publish(
+            routed, self.bus.subjects.request_routed, dedupe_key=msg_id(req.request_id, "routed")
+        )
 
     async def _answer(
         self, req: ChatRequested, history: list[Turn], usage: Usage, tracked: Tracked

@@ -7,6 +7,7 @@ the HTTP API (the status code with `{"error": {"code", "message"}}`).
     │   └── TooLarge        413 invalid_body      the body is over the size limit
     ├── NotFound            404 not_found         unknown id, or another principal's
     ├── Conflict            409 conflict          e.g. not awaiting clarification, id in use
+    ├── Busy                409 busy              `reject`: the session answers another request
     ├── RateLimited         429 rate_limited      per-minute limit or concurrency cap
     └── Unavailable         503 unavailable       the bus did not take the message
 """
@@ -57,6 +58,11 @@ class NotFound(GatewayError):
 
 class Conflict(GatewayError):
     code: ErrorCode = "conflict"
+    http_status = 409
+
+
+class Busy(GatewayError):
+    code: ErrorCode = "busy"
     http_status = 409
 
 

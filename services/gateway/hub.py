@@ -21,6 +21,7 @@ from contracts import (
     RequestFailed,
     StreamChunk,
 )
+from contracts.base import IfBusy
 from contracts.frames import (
     CancelledMetadata,
     ClarificationEvent,
@@ -40,6 +41,8 @@ log = logging.getLogger("sidekick.gateway")
 
 SEND_QUEUE_FRAMES = 1024
 SEEN_LIMIT = 4096
+# What the TypeScript seed's server streamed first for a request it routed.
+ROUTED_TEXT = "Processing your request..."
 
 
 @dataclass(eq=False)
@@ -58,16 +61,44 @@ class Connection:
     closed: bool = False
     # Outcome events (by event id) this socket already got, so a replay never repeats one.
     seen: set[str] = field(default_factory=set)
+    # The socket's session (scoped), set by any frame with a uuid, as the seed's server does.
+    session: str | None = None
+    if_busy: IfBusy = "enqueue"
+    # Old clients draw one bubble per turn (chunks ... end): a notice that is not part of the
+    # answer being streamed waits for its end, so it never lands inside that answer.
+    turn_open: bool = False
+    held: list[str] = field(default_factory=list)
+    # Requests routed while this socket watched: it got ROUTED_TEXT first.
+    prefaced: set[str] = field(default_factory=set)
 
     def send(self, frame: OutFrame) -> None:
         if self.closed:
             return
+        if not self.events:
+            if isinstance(frame, StreamFrame):
+                self.turn_open = True
+            elif isinstance(frame, EndFrame):
+                self.turn_open = False
         try:
             self.queue.put_nowait(frame.wire())
         except asyncio.QueueFull:
             log.warning("closing a slow client: send queue full")
             self.closed = True
             asyncio.get_running_loop().create_task(self.close(1008, "send queue full"))
+            return
+        if isinstance(frame, EndFrame) and self.held:
+            held, self.held = self.held, []
+            for text in held:
+                self.notice(text)
+
+    def notice(self, text: str) -> None:
+        """An old client's one-turn message (an error, "queued"): text then an end frame, after
+        the turn it is streaming, if any."""
+        if self.turn_open:
+            self.held.append(text)
+            return
+        self.send(StreamFrame(on_chat_model_stream=text))
+        self.send(EndFrame(on_chat_model_end=True))
 
     def mark_seen(self, event_id: str) -> bool:
         """True the first time this socket is given this outcome."""
@@ -151,6 +182,11 @@ class Hub:
         for conn in self._targets(p.session_id):
             if conn.events:
                 conn.send(frame)
+            elif p.stage == "routed" and p.request_id not in conn.prefaced:
+                if len(conn.prefaced) >= SEEN_LIMIT:
+                    conn.prefaced.clear()
+                conn.prefaced.add(p.request_id)
+                conn.send(StreamFrame(on_chat_model_stream=ROUTED_TEXT))
 
     def on_outcome(self, event: Outcome) -> None:
         already = self.streamed.pop(event.request_id, "")
@@ -178,6 +214,10 @@ def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[
     def text(chunk: str) -> None:
         frames.append(stream_frame(conn, chunk, event.request_id))
 
+    if not conn.events and event.request_id in conn.prefaced:
+        conn.prefaced.discard(event.request_id)
+        if not isinstance(event, RequestCancelled):
+            text("\n\n")  # after ROUTED_TEXT, as the seed's server did
     if isinstance(event, RequestCompleted):
         rest = event.output[len(already) :] if event.output.startswith(already) else event.output
         if rest:
@@ -185,10 +225,8 @@ def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[
     elif isinstance(event, RequestFailed):
         if conn.events:
             body = ErrorBody(code=event.code, message=event.error, request_id=event.request_id)
-        else:
-            body = ErrorBody(code=event.code, message=event.error)
-        frames.append(ErrorFrame(error=body))
-        if not conn.events:
+            frames.append(ErrorFrame(error=body))
+        else:  # an old client knows only text and ends (it shows any other key as JSON)
             text(f"Sorry, I could not do that: {event.error}")
     elif isinstance(event, ClarificationRequested):
         if conn.events:

@@ -19,6 +19,7 @@ from contracts import (
     RequestCompleted,
     RequestFailed,
     RequestRouted,
+    Usage,
     VerdictIssued,
     WorkerResult,
     parse_event,
@@ -193,22 +194,24 @@ class Orchestrator:
         return state
 
     async def _decide(self, req: RequestRouted) -> LoopState:
-        try:
-            decision = await self.llm.structured(
-                conversation(
-                    prompts.system_prompt(self.workers),
-                    req.history,
-                    prompts.request_text(req.message, req.reason, req.success_criteria),
-                ),
-                OrchestratorDecision,
-            )
-        except MODEL_ERRORS as exc:
-            code, error = failure_code(exc), str(exc)
-            return await self._update(req.request_id, lambda s: loop.failed(s, code, error))
+        if req.planned:  # a workflow: the research pipeline, whose planner may ask the user
+            choice, usage = loop.planned_decision(req), Usage()
+        else:
+            try:
+                decision = await self.llm.structured(
+                    conversation(
+                        prompts.system_prompt(self.workers),
+                        req.history,
+                        prompts.request_text(req.message, req.reason, req.success_criteria),
+                    ),
+                    OrchestratorDecision,
+                )
+            except MODEL_ERRORS as exc:
+                code, error = failure_code(exc), str(exc)
+                return await self._update(req.request_id, lambda s: loop.failed(s, code, error))
+            choice, usage = decision.value, decision.usage
         known = set(self.workers)
-        state = await self._update(
-            req.request_id, lambda s: loop.decided(s, decision.value, decision.usage, known)
-        )
+        state = await self._update(req.request_id, lambda s: loop.decided(s, choice, usage, known))
         if state.decision is not None:
             d = state.decision
             await self._progress(state, "decided", f"{d.worker_type}: {d.task_description}")

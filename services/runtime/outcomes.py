@@ -1,6 +1,7 @@
 """How a request ends (or parks), whichever service ends it: record the outcome on the
 request's record (the first end stands), update the session's record (history, parked request,
-results not yet seen by a client), and publish the outcome to the gateways once."""
+results not yet seen by a client, the session's lane), publish the outcome to the gateways
+once, and then start the session's next queued request (services/runtime/lanes.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from contracts import (
     RequestFailed,
     WorkflowStatus,
 )
+from services.runtime import lanes
 from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import key_for
 from services.runtime.lifecycle import IllegalMove, Tracked
@@ -58,6 +60,7 @@ async def finish(bus: Bus, event: Outcome, *, known: Tracked | None = None) -> O
     published once (a parked request's event has its own key)."""
     if not isinstance(event, ClarificationRequested) and event.trace_id is None:
         event = event.model_copy(update={"trace_id": current_trace_id()})
+    due: str | None = None
     try:
         ended = await bus.requests.end(event, known=known)
     except IllegalMove as exc:
@@ -71,9 +74,11 @@ async def finish(bus: Bus, event: Outcome, *, known: Tracked | None = None) -> O
         if record.outcome is None:  # cannot happen: end() stores an outcome with each end
             return None
         winner = record.outcome
-        await update_session(
+        session = await update_session(
             bus, winner.session_id, lambda rec: after_outcome(rec, winner, record.text)
         )
+        if session is not None and session.active and session.handoff == winner.request_id:
+            due = session.active  # this end gave the session to the next request
         if winner.event_id == event.event_id and not isinstance(event, ClarificationRequested):
             outcome, route = _labels(event)
             REQUESTS.labels(outcome, route).inc()
@@ -83,10 +88,11 @@ async def finish(bus: Bus, event: Outcome, *, known: Tracked | None = None) -> O
     key = msg_id(winner.request_id, step)
     # The stream drops a duplicate publish, but core subscribers (gateways) would still see it,
     # so a re-run (a redelivery, a late event) publishes only what was never published.
-    if await _published(bus, key):
-        return winner
-    await bus.publish(winner, _subject(bus, winner), dedupe_key=key)
-    await bus.kv.ledger.put(_published_key(key), b"1")
+    if not await _published(bus, key):
+        await bus.publish(winner, _subject(bus, winner), dedupe_key=key)
+        await bus.kv.ledger.put(_published_key(key), b"1")
+    if due is not None:  # after the end is out, so no client sees the next one's first
+        await lanes.start(bus, due)
     return winner
 
 

@@ -48,6 +48,7 @@ BUCKETS: dict[str, float] = {
     "cache": 30 * DAY,
     "index": 30 * DAY,
     "parked": 0,
+    "preferences": 0,
 }
 
 
@@ -86,8 +87,8 @@ def roles(s: Subjects) -> dict[str, Role]:
     outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
     return {
         "gateway": Role(
-            reads=("sessions", "status", "index"),
-            writes=("sessions", "status", "index"),
+            reads=("sessions", "status", "index", "preferences"),
+            writes=("sessions", "status", "index", "preferences"),
             watches=("index",),
             publish=(s.chat_requested, s.request_answered, s.request_cancel),
             subscribe=(s.out_all,),
@@ -97,7 +98,14 @@ def roles(s: Subjects) -> dict[str, Role]:
             consumers=("frontline",),
             reads=("sessions", "status", "ledger"),
             writes=("sessions", "status", "ledger"),
-            publish=(s.request_routed, s.stream("*"), s.progress("*"), *outcomes),
+            # chat.requested: the session's next request, when this one's end starts it.
+            publish=(
+                s.chat_requested,
+                s.request_routed,
+                s.stream("*"),
+                s.progress("*"),
+                *outcomes,
+            ),
             subscribe=(s.request_cancel,),
         ),
         "orchestrator": Role(
@@ -106,6 +114,7 @@ def roles(s: Subjects) -> dict[str, Role]:
             writes=("requests", "sessions", "status", "ledger", "cache", "parked"),
             watches=("cache", "parked"),
             publish=(
+                s.chat_requested,
                 s.worker_run_all,
                 s.evaluator_run,
                 s.progress("*"),
