@@ -90,14 +90,13 @@ async def test_an_old_client_reads_the_questions_as_text_and_answers_with_reply_
         assert "Which city?" in asked.text
         assert asked.frames[-1] == {"on_chat_model_end": True}
         async with api(secure_system.http_url, "trent") as http:
-            (rid,) = [
-                w["workflow_id"] for w in (await http.get("/api/workflows")).json()["workflows"]
-            ]
+            history = await http.get(f"/api/sessions/{client.uuid}/history")
+            rid = history.json()["parked"]["request_id"]
             assert (await http.get(f"/api/workflows/{rid}")).json()["status"] == (
                 "awaiting_clarification"
             )
             answered = await client.ask("Lisbon", reply_to=rid)
-            assert answered.text.startswith("Answer to:")
+            assert "Answer to:" in answered.text
             assert (await wait_status(http, rid, "completed"))["status"] == "completed"
 
 

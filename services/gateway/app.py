@@ -17,11 +17,12 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from contracts import OUTCOMES, Progress, parse_event
-from services.gateway.api import PageApi, guarded
+from services.gateway.api import PageApi, cors, guarded, meta_routes
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
+from services.gateway.preferences import PreferencesApi, PreferenceStore
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
@@ -117,6 +118,7 @@ def build(settings: Settings) -> ServiceHost:
         )
 
     pages = PageApi(bus, intake, auth)
+    preferences = PreferenceStore(bus)
     routes: list[BaseRoute] = [
         Route("/", page),
         Route("/favicon.ico", favicon),
@@ -126,7 +128,9 @@ def build(settings: Settings) -> ServiceHost:
         Route("/api/sessions", guarded(auth, pages.sessions)),
         Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
         Route("/api/outbox", guarded(auth, pages.outbox), methods=["GET"]),
-        *Workflows(intake, auth, settings.max_message_chars).routes(),
+        *Workflows(bus, hub, intake, auth, preferences).routes(),
+        *PreferencesApi(preferences, auth).routes(),
+        *meta_routes(bus),
     ]
     return ServiceHost(
         "gateway",
@@ -136,4 +140,5 @@ def build(settings: Settings) -> ServiceHost:
         on_ready=[intake.start],
         host=settings.gateway_host,
         port=settings.gateway_port,
+        middleware=cors(settings),
     )

@@ -27,7 +27,10 @@ class GatewayError(Exception):
         self.message = message
 
     def body(self) -> ErrorResponse:
-        return ErrorResponse(error=ErrorBody(code=self.code, message=self.message))
+        # `detail` as FastAPI's errors have it, for the workflow seed's clients.
+        return ErrorResponse(
+            error=ErrorBody(code=self.code, message=self.message), detail=self.message
+        )
 
 
 class Unauthorized(GatewayError):
@@ -44,7 +47,11 @@ class Invalid(GatewayError):
         self.detail = detail or []
 
     def body(self) -> ErrorResponse:
-        return super().body().model_copy(update={"detail": self.detail})
+        # FastAPI answers every 422 with a list of {loc, msg, type}.
+        detail = self.detail or [
+            ValidationDetail(loc=["body"], msg=self.message, type="value_error")
+        ]
+        return super().body().model_copy(update={"detail": detail})
 
 
 class TooLarge(Invalid):

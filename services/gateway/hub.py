@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from starlette.websockets import WebSocket, WebSocketState
@@ -70,6 +70,12 @@ class Connection:
     held: list[str] = field(default_factory=list)
     # Requests routed while this socket watched: it got ROUTED_TEXT first.
     prefaced: set[str] = field(default_factory=set)
+    spoke_auth: bool = False  # it sent {"auth": ...}: it knows Sidekick's error frames
+
+    @property
+    def error_frames(self) -> bool:
+        """Whether errors reach it as {"error": ...} frames (else as text and an end)."""
+        return self.events or self.spoke_auth
 
     def send(self, frame: OutFrame) -> None:
         if self.closed:
@@ -135,6 +141,22 @@ class Hub:
     streamed: dict[str, str] = field(default_factory=dict)
     # Called with (session_id, request_id) when an outcome reached at least one socket live.
     on_delivered: Callable[[str, str], None] | None = None
+    # HTTP callers waiting on one request (the workflow chat, /v1/chat/completions).
+    watchers: dict[str, set[asyncio.Queue[AnyEvent]]] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def watch(self, request_id: str) -> Iterator[asyncio.Queue[AnyEvent]]:
+        """Every client-bound event of one request, in order, while the block runs (enter it
+        before the request is sent, so nothing is missed)."""
+        queue: asyncio.Queue[AnyEvent] = asyncio.Queue()
+        self.watchers.setdefault(request_id, set()).add(queue)
+        try:
+            yield queue
+        finally:
+            queues = self.watchers.get(request_id, set())
+            queues.discard(queue)
+            if not queues:
+                self.watchers.pop(request_id, None)
 
     def attach(self, conn: Connection, session_id: str) -> bool:
         """Attach; True if the socket was not yet attached to this session."""
@@ -160,6 +182,8 @@ class Hub:
         return self.sessions.get(session_id, set())
 
     def dispatch(self, event: AnyEvent) -> None:
+        for queue in self.watchers.get(event.request_id, ()):
+            queue.put_nowait(event)
         if isinstance(event, StreamChunk):
             self.on_chunk(event)
         elif isinstance(event, Progress):

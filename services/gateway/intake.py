@@ -31,7 +31,7 @@ from services.runtime import lanes
 from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import key_for
 from services.runtime.lifecycle import IllegalMove, Tracked
-from services.runtime.sessions import answered, update_session
+from services.runtime.sessions import answered, asked_text, update_session
 from services.runtime.telemetry import current_trace_id
 
 log = logging.getLogger("sidekick.gateway")
@@ -237,7 +237,7 @@ class Intake:
             await self._unanswer(tracked)
             raise Unavailable("Sidekick could not pass on the answer; please retry.") from exc
         said = message or "\n".join(filter(None, [*(answers or {}).values(), additional_context]))
-        questions = "\n".join(q.question for q in asked)
+        questions = asked_text(asked)
         record = tracked.value
         try:
             await update_session(

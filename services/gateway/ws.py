@@ -118,6 +118,7 @@ class ChatSocket:
     async def _auth_deadline(self, conn: Connection) -> None:
         await asyncio.sleep(AUTH_TIMEOUT)
         if not conn.authenticated:
+            conn.spoke_auth = True  # it said nothing: it gets the error frame
             await self._unauthorized(conn, "No token was sent in time.")
 
     async def _unauthorized(self, conn: Connection, message: str) -> None:
@@ -144,6 +145,7 @@ class ChatSocket:
         if not isinstance(data, dict):
             return self.reject(conn, "invalid_frame", "A frame must be a JSON object.")
         kind = in_kind(data)
+        conn.spoke_auth = conn.spoke_auth or kind == "auth"
         if kind != "auth" and not conn.authenticated:
             return await self._unauthorized(
                 conn, 'Authenticate first: send {"auth": "<token>"} or a Bearer header.'
@@ -175,7 +177,7 @@ class ChatSocket:
         """An error frame; an old client gets it as text and an end frame (the seed's client
         shows any key it does not know as raw JSON)."""
         GATEWAY_FRAMES_REJECTED.labels(code).inc()
-        if not conn.events:
+        if not conn.error_frames:
             conn.notice(f"Sorry, I could not take that message: {message}")
         elif request_id is not None:
             conn.send(
@@ -188,7 +190,7 @@ class ChatSocket:
         """A well-formed message that cannot be taken: the error, then an end frame, so a
         client waiting for the end of its turn is not left waiting."""
         self.reject(conn, exc.code, exc.message, request_id)
-        if not conn.events:
+        if not conn.error_frames:
             return  # the notice was a whole turn: text and its end
         if request_id is not None:
             rejected = RejectedMetadata(code=exc.code)

@@ -18,6 +18,7 @@ from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -64,6 +65,7 @@ class ServiceHost:
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     host: str | None = None
     port: int | None = None
+    middleware: Sequence[Middleware] = ()
 
     def asgi(self) -> Starlette:
         # Read at scrape time, so the gauge can never disagree with /readyz.
@@ -105,6 +107,7 @@ class ServiceHost:
                 *self.routes,
             ],
             lifespan=lifespan,
+            middleware=list(self.middleware),
         )
 
     def run(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contracts import Outcome, RequestCompleted, SessionRecord, Turn, utcnow
+from contracts import Outcome, Question, RequestCompleted, SessionRecord, Turn, utcnow
 from contracts.events import ClarificationRequested
 from services.runtime.bus import Bus
 from services.runtime.kvstore import get_model, key_for, mutate
@@ -68,6 +68,12 @@ def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> S
         }
     )
     return None if updated == original else updated
+
+
+def asked_text(questions: list[Question]) -> str:
+    """The questions of a parked request, as one assistant message."""
+    lines = "\n".join(f"- {q.question}" for q in questions)
+    return f"I need a little more information before I go on:\n{lines}"
 
 
 def answered(
