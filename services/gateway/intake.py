@@ -207,18 +207,21 @@ class Intake:
         of several concurrent answers wins: each moves the request's record from
         awaiting_clarification by compare-and-set, and every other one gets Conflict."""
         tracked = await self._owned(principal, request_id)
-        self.admit(principal, request_id)
         parked, asked = tracked.revision, _asked(tracked.value)
         try:
             tracked = await self.bus.requests.move(
                 request_id, "decided", known=tracked, clarification_questions=[]
             )
         except IllegalMove as exc:
-            self.limits.release(request_id)
             now = exc.current.value.status if exc.current is not None else "gone"
             raise Conflict(
                 f"Request {request_id} is not waiting for an answer (it is {now})."
             ) from exc
+        try:  # only the answer that won counts against the limits
+            self.admit(principal, request_id)
+        except RateLimited:
+            await self._unanswer(tracked)
+            raise
         event = ClarificationAnswered(
             request_id=request_id,
             session_id=tracked.value.session_id,
