@@ -210,7 +210,11 @@ class Intake:
         parked, asked = tracked.revision, _asked(tracked.value)
         try:
             tracked = await self.bus.requests.move(
-                request_id, "decided", known=tracked, clarification_questions=[]
+                request_id,
+                "decided",
+                known=tracked,
+                source="awaiting_clarification",
+                clarification_questions=[],
             )
         except IllegalMove as exc:
             now = exc.current.value.status if exc.current is not None else "gone"

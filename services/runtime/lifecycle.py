@@ -174,17 +174,19 @@ class Requests:
         target: RequestState,
         *,
         known: Tracked | None = None,
+        source: RequestState | None = None,
         **changes: Any,
     ) -> Tracked:
         """Move the request to `target`, setting `changes` on its record, by compare-and-set
         (from `known` first when the caller has just read or written it). Moving to where it
         already is with nothing to change writes nothing. Raises IllegalMove when the table
-        forbids the move from the state found."""
+        forbids the move from the state found, or when `source` is given and the request is
+        not there (of racing movers from `source`, exactly one succeeds)."""
         for _ in range(self.ATTEMPTS):
             current = known if known is not None else await self.load(request_id)
             known = None
-            if current is None:
-                raise IllegalMove(None, target, self.by)
+            if current is None or (source is not None and current.value.state != source):
+                raise IllegalMove(current, target, self.by)
             updated = _moved(current.value, target, changes)
             if updated is None:
                 return current
