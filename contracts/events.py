@@ -42,6 +42,11 @@ class ChatRequested(RequestOptions):
     """A user message accepted and acknowledged by the gateway."""
 
     kind: Literal["chat.requested"] = "chat.requested"
+    history: list[Turn] = Field(
+        default_factory=list,
+        description="Earlier turns the client sent with its message (OpenAI-style clients send "
+        "the whole conversation); when given, the agents see these, not the session's.",
+    )
 
 
 class RequestRouted(RequestOptions):

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from contracts import http
+from contracts import openai as oai
 
 Body = type[BaseModel]
 
@@ -117,6 +118,22 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get", "/api/config", "The page's settings", answers={200: http.PageConfig}, tag="page"
+    ),
+    Operation(
+        "post",
+        "/v1/chat/completions",
+        "OpenAI-compatible chat completion (JSON, or SSE chunks of ChatCompletionChunk when "
+        "stream is true)",
+        oai.ChatCompletionRequest,
+        {200: oai.ChatCompletion, 400: oai.OpenAIError, 401: oai.OpenAIError, 404: oai.OpenAIError},
+        tag="openai",
+    ),
+    Operation(
+        "get",
+        "/v1/models",
+        "The models: sidekick, sidekick-direct",
+        answers={200: oai.ModelList, 401: oai.OpenAIError},
+        tag="openai",
     ),
 )
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from contracts import decisions, email, events, frames, http, research, state
+from contracts import openai as oai
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 ASYNCAPI = SCHEMA_DIR / "asyncapi.json"
@@ -66,6 +67,12 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "Preferences": http.Preferences,
     "PreferencesRecord": http.PreferencesRecord,
     "Health": http.Health,
+    # The OpenAI-compatible endpoint.
+    "ChatCompletionRequest": oai.ChatCompletionRequest,
+    "ChatCompletion": oai.ChatCompletion,
+    "ChatCompletionChunk": oai.ChatCompletionChunk,
+    "ModelList": oai.ModelList,
+    "OpenAIError": oai.OpenAIError,
 }
 
 

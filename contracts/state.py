@@ -78,6 +78,9 @@ class RequestRecord(Model):
     preferences: dict[str, str] = Field(
         default_factory=dict, description="The principal's preferences given to the planner."
     )
+    history: list[Turn] = Field(
+        default_factory=list, description="Earlier turns the client sent with the request."
+    )
     hidden: bool = Field(
         default=False, description="Deleted by its owner: no longer listed nor found by the API."
     )

@@ -48,7 +48,11 @@ class Frontline:
         if self.cancels.is_set(req.request_id):
             await self._cancelled(req)
             return
-        history = await load_history(self.bus, req.session_id, self.bus.settings.history_turns)
+        turns = self.bus.settings.history_turns
+        if req.history:  # the client sent the conversation itself
+            history = req.history[-2 * turns :] if turns > 0 else []
+        else:
+            history = await load_history(self.bus, req.session_id, turns)
         if req.planned:  # a workflow is planned by the research pipeline, never answered here
             await self._route(req, PLANNED, history)
             return
@@ -75,7 +79,9 @@ class Frontline:
     async def _route(self, req: ChatRequested, reason: str, history: list[Turn]) -> None:
         await self._progress(req, "routed", reason)
         routed = RequestRouted(
-            **req.model_dump(exclude={"kind", "event_id", "ts"}), reason=reason, history=history
+            **req.model_dump(exclude={"kind", "event_id", "ts", "history"}),
+            reason=reason,
+            history=history,
         )
         await self.bus.publish(
             routed, self.bus.subjects.request_routed, dedupe_key=msg_id(req.request_id, "routed")

@@ -22,6 +22,7 @@ from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
+from services.gateway.openai_api import OpenAIApi
 from services.gateway.preferences import PreferencesApi, PreferenceStore
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
@@ -131,6 +132,7 @@ def build(settings: Settings) -> ServiceHost:
         *Workflows(bus, hub, intake, auth, preferences).routes(),
         *PreferencesApi(preferences, auth).routes(),
         *meta_routes(bus),
+        *OpenAIApi(hub, intake, auth).routes(),
     ]
     return ServiceHost(
         "gateway",

@@ -28,6 +28,7 @@ from contracts.frames import (
     ClarificationMetadata,
     CompletedMetadata,
     EndFrame,
+    EndStatus,
     ErrorBody,
     ErrorFrame,
     FailedMetadata,
@@ -200,9 +201,7 @@ class Hub:
             conn.send(stream_frame(conn, chunk.text, chunk.request_id))
 
     def on_progress(self, p: Progress) -> None:
-        frame = ProgressEvent.model_validate(
-            {"event": "progress", **p.model_dump(exclude={"kind"})}
-        )
+        frame = progress_frame(p)
         for conn in self._targets(p.session_id):
             if conn.events:
                 conn.send(frame)
@@ -272,29 +271,41 @@ def questions_text(event: ClarificationRequested) -> str:
     return "\n".join(lines)
 
 
+def progress_frame(p: Progress) -> ProgressEvent:
+    return ProgressEvent.model_validate({"event": "progress", **p.model_dump(exclude={"kind"})})
+
+
+EndMetadata = CompletedMetadata | FailedMetadata | CancelledMetadata | ClarificationMetadata
+
+
+def end_metadata(done: Outcome) -> EndMetadata:
+    """The details of how a request ended (or what it asks), for clients that want them."""
+    if isinstance(done, RequestCompleted):
+        meta = done.model_dump(exclude={"kind", "output", "event_id", "ts", "session_id"})
+        return CompletedMetadata.model_validate(meta)
+    if isinstance(done, RequestFailed):
+        return FailedMetadata(code=done.code, error=done.error, trace_id=done.trace_id)
+    if isinstance(done, RequestCancelled):
+        return CancelledMetadata(reason=done.reason, trace_id=done.trace_id)
+    return ClarificationMetadata(
+        source=done.source, attempt=done.attempt, questions=done.questions, trace_id=None
+    )
+
+
 def end_frame(conn: Connection, done: Outcome) -> EndFrame:
     if not conn.events:
         return EndFrame(on_chat_model_end=True)
-    rid = done.request_id
     if isinstance(done, RequestCompleted):
-        meta = done.model_dump(exclude={"kind", "output", "event_id", "ts", "session_id"})
-        return EndFrame(
-            on_chat_model_end=True,
-            request_id=rid,
-            status=done.status,
-            metadata=CompletedMetadata.model_validate(meta),
-        )
-    if isinstance(done, RequestFailed):
-        failed = FailedMetadata(code=done.code, error=done.error, trace_id=done.trace_id)
-        return EndFrame(on_chat_model_end=True, request_id=rid, status="failed", metadata=failed)
-    if isinstance(done, RequestCancelled):
-        cancelled = CancelledMetadata(reason=done.reason, trace_id=done.trace_id)
-        return EndFrame(
-            on_chat_model_end=True, request_id=rid, status="cancelled", metadata=cancelled
-        )
-    asked = ClarificationMetadata(
-        source=done.source, attempt=done.attempt, questions=done.questions, trace_id=None
-    )
+        status: EndStatus = done.status
+    elif isinstance(done, RequestFailed):
+        status = "failed"
+    elif isinstance(done, RequestCancelled):
+        status = "cancelled"
+    else:
+        status = "awaiting_clarification"
     return EndFrame(
-        on_chat_model_end=True, request_id=rid, status="awaiting_clarification", metadata=asked
+        on_chat_model_end=True,
+        request_id=done.request_id,
+        status=status,
+        metadata=end_metadata(done),
     )

@@ -23,6 +23,7 @@ from contracts import (
     Outcome,
     Question,
     RequestRecord,
+    Turn,
 )
 from contracts.base import IfBusy
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
@@ -61,6 +62,7 @@ class Request:
     planned: bool = False
     preferences: dict[str, str] = field(default_factory=dict)
     if_busy: IfBusy = "enqueue"
+    history: list[Turn] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ class Intake:
             skip_cache=req.skip_cache,
             planned=req.planned,
             preferences=req.preferences,
+            history=req.history,
             state="accepted" if place.position == 0 else "queued",
             status="started",
             trace_id=current_trace_id(),

@@ -151,6 +151,7 @@ def request_of(record: RequestRecord) -> ChatRequested:
         principal=record.principal,
         planned=record.planned,
         preferences=record.preferences,
+        history=record.history,
     )
 
 
