@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_serializer
 
 from contracts.base import Model
 from contracts.decisions import Question
@@ -129,6 +129,13 @@ class ChunkChoice(Model):
     delta: Delta = Field(description="What this chunk adds.")
     finish_reason: FinishReason | None = Field(description="'stop' on the last content chunk.")
     logprobs: None = Field(default=None, description="Always null.")
+
+    @field_serializer("delta")
+    def _only_what_it_adds(self, delta: Delta) -> dict[str, str]:
+        # As OpenAI sends it: `{}`, `{"content": ...}`; never a key set to null.
+        return {
+            k: v for k, v in (("role", delta.role), ("content", delta.content)) if v is not None
+        }
 
 
 class ChatCompletionChunk(Model):

@@ -164,6 +164,8 @@ async def test_curl_as_openai_documents_it_streams_server_sent_events(
     assert lines[-1] == "data: [DONE]"
     chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
     assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    # As OpenAI sends deltas: only what a chunk adds, never a key set to null.
+    assert all(None not in c["choices"][0]["delta"].values() for c in chunks)
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == (
         "Hello there! How can I help you today?"
     )
