@@ -29,6 +29,7 @@ from contracts.events import (
     WorkerResult,
     WorkerTask,
 )
+from contracts.health import Ping, Pong
 
 Service = Literal["gateway", "frontline", "orchestrator", "evaluator", "workers"]
 Transport = Literal["work", "results", "core", "deadletter", "outbox"]
@@ -45,6 +46,7 @@ class Channel:
 
 
 CLIENT_BOUND: tuple[Service, ...] = ("gateway",)
+BEHIND_GATEWAY: tuple[Service, ...] = ("frontline", "orchestrator", "evaluator", "workers")
 ENDERS: tuple[Service, ...] = ("frontline", "orchestrator")
 
 CHANNELS: tuple[Channel, ...] = (
@@ -168,6 +170,22 @@ CHANNELS: tuple[Channel, ...] = (
         ("workers",),
         (),
         "Mail kept unsent (no SendGrid key); read from the stream by the gateway and CLI.",
+    ),
+    Channel(
+        names.PING,
+        Ping,
+        "core",
+        ("gateway",),
+        BEHIND_GATEWAY,
+        "Readiness: a gateway asks every replica of every service to answer (GET /readyz).",
+    ),
+    Channel(
+        names.PONG,
+        Pong,
+        "core",
+        BEHIND_GATEWAY,
+        ("gateway",),
+        "One replica's answer to a ping ({source}: its service): ready, and what it takes.",
     ),
     Channel(
         names.DEADLETTER,

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from contracts import decisions, email, events, frames, http, research, state
+from contracts import decisions, email, events, frames, health, http, research, state
 from contracts import openai as oai
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -34,6 +34,10 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "CancelRequested": events.CancelRequested,
     "RequestCancelled": events.RequestCancelled,
     "DeadLetter": events.DeadLetter,
+    # Readiness over the bus, and the gateway's /readyz.
+    "Ping": health.Ping,
+    "Pong": health.Pong,
+    "Readiness": health.Readiness,
     # The model's structured outputs.
     "FrontlineDecision": decisions.FrontlineDecision,
     "OrchestratorDecision": decisions.OrchestratorDecision,

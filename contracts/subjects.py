@@ -32,6 +32,9 @@ DEADLETTER = "deadletter.{source}"
 OUTBOX = "outbox.{request_id}"
 REQUEST_ANSWERED = "request.answered"
 REQUEST_CANCEL = "request.cancel"
+# Readiness: a gateway asks, every service replica answers (contracts/health.py).
+PING = "health.ping"
+PONG = "health.pong.{source}"
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,17 @@ class Subjects:
     @property
     def outbox_all(self) -> str:
         return self._abs("outbox.>")
+
+    @property
+    def ping(self) -> str:
+        return self._abs(PING)
+
+    def pong(self, service: str) -> str:
+        return self._abs(PONG.format(source=service))
+
+    @property
+    def pong_all(self) -> str:
+        return self._abs(PONG.format(source="*"))
 
     # JetStream streams and KV buckets.
     @property

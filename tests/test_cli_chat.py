@@ -91,9 +91,9 @@ def test_clarifications_refusals_and_errors_reach_a_plain_client(
     assert "(waiting for your answer" in out
     assert "sidekick> Answer to: " in out
     assert "Lisbon" in str(fake_llm.chat_calls("fake-worker")[-1]["messages"])
-    assert "[error refused] Sidekick will not do this: Sidekick does not pick locks." in out
+    assert "error: Sidekick will not do this: Sidekick does not pick locks." in out
     assert "(failed)" in out
-    assert "[error message_too_long] Messages are limited to 20000 characters." in out
+    assert "error: Messages are limited to 20000 characters." in out
     assert f"as session {session}" in out
 
 

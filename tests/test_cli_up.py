@@ -1,95 +1,46 @@
-"""`sidekick up`: embedded nats-server, five child processes, restart on death, clean stop."""
+"""`sidekick up`: embedded nats-server, five child processes, restart on death (of a service and
+of the nats-server), the banner, and a clean stop."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
-import subprocess
-import sys
+import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import ROOT, Client, free_port, llm_env
-
-
-def children_of(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split()[2] == "Z")
-
-
-class Up:
-    def __init__(self, proc: subprocess.Popen[str], port: int, log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
-
-    def output(self) -> str:
-        return self.log.read_text()
-
-    def wait_for(self, text: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.output():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"never saw {text!r}:\n{self.output()[-3000:]}")
-            time.sleep(0.1)
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user
+from tests.support.harness import Client
+from tests.support.upproc import Up, alive, children_of, cmdline
 
 
 @pytest.fixture
 def up(tmp_path: Path, fake_llm: FakeOpenAI) -> Iterator[Up]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
-    env.update(llm_env(fake_llm.base_url))
-    log = tmp_path / "up.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.cli",
-                "up",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(tmp_path / "data"),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    handle = Up(proc, port, log)
+    handle = Up(tmp_path, fake_llm.base_url)
     yield handle
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    handle.kill()
 
 
 async def test_up_serves_chat_restarts_a_dead_child_and_stops_without_orphans(up: Up) -> None:
     up.wait_for("Sidekick is up")
-    url = f"ws://127.0.0.1:{up.port}/ws"
-    async with Client(url) as client:
+    async with Client(up.ws_url) as client:
         assert (await client.ask("hello")).text
         assert (await client.ask("search the news")).text.startswith("Answer to:")
 
     kids = children_of(up.proc.pid)
     assert len(kids) == 6, "nats-server and five services"
-    services = [p for p in kids if "services.cli" in Path(f"/proc/{p}/cmdline").read_text()]
+    services = [p for p in kids if "services.cli" in cmdline(p)]
+    mark = len(up.output())
     os.kill(services[1], signal.SIGKILL)
-    up.wait_for("restarting")
-    up.wait_for("ready", timeout=30)
-    async with Client(url) as client:
+    up.wait_for("restarting", after=mark)
+    up.wait_for("ready", timeout=30, after=mark)
+    async with Client(up.ws_url) as client:
         deadline = time.monotonic() + 60
         while True:  # the restarted child may take a moment to join its consumer
             convo = await client.ask("search again")
@@ -98,9 +49,64 @@ async def test_up_serves_chat_restarts_a_dead_child_and_stops_without_orphans(up
         assert convo.text.startswith("Answer to:")
 
     kids = children_of(up.proc.pid)
-    up.proc.send_signal(signal.SIGTERM)
-    assert up.proc.wait(30) == 0
+    assert up.interrupt(signal.SIGTERM) == 0
     deadline = time.monotonic() + 10
     while any(alive(p) for p in kids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in kids if alive(p)], "every child stopped with its parent"
+
+
+def test_the_banner_gives_real_urls_a_chat_line_that_works_and_what_is_off(up: Up) -> None:
+    up.wait_for("Ctrl-C stops it.")
+    out = up.output()
+    base = f"http://127.0.0.1:{up.port}"
+    assert f"web page    {base}/" in out
+    assert f"WebSocket   {up.ws_url}" in out
+    assert f"metrics     gateway {base}/metrics" in out
+    for service in ("frontline", "orchestrator", "evaluator", "workers"):
+        (url,) = re.findall(rf"{service} (http://127\.0\.0\.1:\d+/metrics)", out)
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            assert b"sidekick_ready 1.0" in resp.read(), service
+    # Pasted into another terminal (no virtualenv there), it reaches this port.
+    (chat,) = re.findall(r"chat +(\S+ chat --url \S+)", out)
+    assert chat.split()[0].endswith("/bin/sidekick") and os.access(chat.split()[0], os.X_OK)
+    assert chat.endswith(f"--url {up.ws_url}")
+    # The fake model is configured; search, email and notifications are not.
+    assert "No model is configured" not in out
+    assert "search      off: BRAVE_SEARCH_API_KEY is not set" in out
+    assert "email       not sent:" in out and "local outbox" in out
+    assert "notify      off: PUSHOVER_TOKEN and PUSHOVER_USER are not set" in out
+
+
+def test_readyz_lists_every_service_that_answered_over_the_bus(up: Up) -> None:
+    up.wait_for("Sidekick is up")
+    with urllib.request.urlopen(f"{up.http_url}/readyz", timeout=10) as resp:
+        report = json.loads(resp.read())
+    assert report["ready"] is True and report["waiting_for"] == []
+    assert set(report["services"]) == {"frontline", "orchestrator", "evaluator", "workers"}
+    assert all(s["ready"] and s["replicas"] == 1 for s in report["services"].values())
+
+
+async def test_up_restarts_a_dead_nats_server_and_an_acknowledged_request_still_ends(
+    up: Up, fake_llm: FakeOpenAI
+) -> None:
+    hold = threading.Event()
+    fake_llm.script("fake-worker", lambda body: Reply("Done: " + last_user(body), wait=hold))
+    up.wait_for("Sidekick is up")
+    async with Client(up.ws_url, events=True) as client:
+        await client.send({"uuid": client.uuid, "message": "search the tides", "request_id": "r1"})
+        while (await client.recv()).get(
+            "stage"
+        ) != "attempt_started":  # acknowledged; worker holds it
+            pass
+        mark = len(up.output())
+        os.kill(up.nats_pid(), signal.SIGKILL)
+        up.wait_for("nats-server exited", after=mark)
+        up.wait_for("nats-server is back", after=mark)
+        hold.set()
+        convo = await client.until_end(timeout=120)
+    assert convo.end["status"] == "completed", convo.frames
+    assert "Done: " in convo.text
+    async with Client(up.ws_url) as client:  # and the system goes on
+        assert (await client.ask("hello again")).text
+    assert up.interrupt(signal.SIGTERM) == 0

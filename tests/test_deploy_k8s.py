@@ -201,7 +201,8 @@ def test_every_container_runs_locked_down_with_probes_and_resources(overlay: str
         (port,) = c["ports"]
         assert port["containerPort"] == (gateway_port if gateway else ops_port)
         assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
-        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+        ready = "/readyz?scope=self" if gateway else "/readyz"  # the gateway's own, not all
+        assert c["readinessProbe"]["httpGet"] == {"path": ready, "port": port["name"]}
         assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
         assert any(v["name"] == "tmp" and "emptyDir" in v for v in spec["volumes"])
         assert re.fullmatch(r"registry\.example\.com/sidekick(-browser)?:[\w.]+", c["image"]), (

@@ -7,7 +7,12 @@ import time
 import pytest
 
 from contracts import FrontlineDecision
-from services.runtime.errors import LLMInvalidOutput, LLMNotConfigured, LLMUnavailable
+from services.runtime.errors import (
+    LLMInvalidOutput,
+    LLMNotConfigured,
+    LLMUnavailable,
+    no_model_message,
+)
 from services.runtime.llm import LLMClient, StreamResult
 from services.runtime.settings import LLMConfig, Settings
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
@@ -74,7 +79,8 @@ async def test_an_unconfigured_role_says_which_variables_to_set() -> None:
     llm = LLMClient(LLMConfig("worker", None, None, "m"), timeout=1, max_retries=0)
     with pytest.raises(LLMNotConfigured) as info:
         await llm.complete([{"role": "user", "content": "x"}])
-    assert "SIDEKICK_WORKER_LLM_" in str(info.value)
+    assert info.value.role == "worker"
+    assert str(info.value) == no_model_message()
 
 
 def test_role_settings_fall_back_to_shared_then_openai_variables(

@@ -1,14 +1,19 @@
-"""With no model configured everything starts, and a message gets a clear error."""
+"""With no model configured everything starts, and each surface says the same one sentence:
+the variables to set, an example, and `sidekick doctor` (services/runtime/errors.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from services.runtime.errors import no_model_message
 from services.runtime.natsserver import NatsServer
-from tests.support.harness import Client, System
+from tests.support.harness import ROOT, Client, System
+from tests.test_cli_chat import chat_env
 
 
 @pytest.fixture(scope="module")
@@ -18,14 +23,46 @@ def bare_system(nats_server: NatsServer, logs_dir: Path) -> Iterator[System]:
     sys_.stop()
 
 
-async def test_a_message_without_a_model_gets_an_error_naming_the_variables(
-    bare_system: System,
-) -> None:
+def test_the_sentence_names_the_variables_an_example_and_the_doctor() -> None:
+    sentence = no_model_message()
+    for part in ("SIDEKICK_LLM_BASE_URL", "SIDEKICK_LLM_MODEL", "SIDEKICK_LLM_API_KEY"):
+        assert part in sentence
+    assert "OPENAI_API_KEY" in sentence
+    assert "for example `SIDEKICK_LLM_BASE_URL=http://" in sentence
+    assert "`sidekick doctor`" in sentence
+    assert sentence.count(". ") == 0 and sentence.endswith("."), "one sentence"
+
+
+async def test_an_old_client_reads_the_sentence_as_text_then_the_end(bare_system: System) -> None:
     async with Client(bare_system.ws_url) as client:
         convo = await client.ask("hello")
     (error,) = convo.errors
     assert error["code"] == "llm_not_configured"
-    for variable in ("SIDEKICK_LLM_BASE_URL", "OPENAI_BASE_URL", "SIDEKICK_LLM_API_KEY"):
-        assert variable in error["message"]
-    assert "SIDEKICK_LLM_BASE_URL" in convo.text  # old clients read it as text
+    assert error["message"] == no_model_message()
+    assert no_model_message() in convo.text
     assert convo.frames[-1] == {"on_chat_model_end": True}
+
+
+async def test_an_event_client_gets_the_sentence_in_its_error_and_a_failed_end(
+    bare_system: System,
+) -> None:
+    async with Client(bare_system.ws_url, events=True) as client:
+        convo = await client.ask("hello")
+    (error,) = convo.errors
+    assert (error["code"], error["message"]) == ("llm_not_configured", no_model_message())
+    assert convo.end["status"] == "failed"
+
+
+def test_sidekick_chat_prints_the_sentence_as_is(bare_system: System) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli", "chat", "--url", bare_system.ws_url],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=chat_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"error: {no_model_message()}" in done.stdout
+    assert "[error" not in done.stdout

@@ -155,7 +155,8 @@ class PlainView:
         self._line("  (your next message answers)")
 
     def error(self, code: str, message: str) -> None:
-        self._line(f"[error {code}] {message}")
+        # The message is written for people; the code is for programs (and --json clients).
+        self._line(f"error: {message or code}")
 
     def end(self, frame: Frame) -> None:
         if not self.quiet and frame.get("status"):
@@ -243,7 +244,7 @@ class RichView:
 
     def error(self, code: str, message: str) -> None:
         self._stop()
-        self.console.print(Text(f"error: {message} ({code})", style="bold red"))
+        self.console.print(Text(f"error: {message or code}", style="bold red"))
 
     def end(self, frame: Frame) -> None:
         self._stop()

@@ -12,8 +12,18 @@ from services.cli import doctor
 from services.cli.run import SERVICES
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sidekick")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sidekick", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"sidekick {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_up = sub.add_parser("up", help="run the whole system on this machine")

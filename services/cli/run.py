@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
-
+from services.runtime.logs import setup_logging
 from services.runtime.natsauth import SERVICES
 
 __all__ = ["SERVICES", "run", "setup_logging"]
-
-
-def setup_logging(service: str) -> None:
-    level = os.environ.get("SIDEKICK_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(
-        level=level,
-        format=f"%(asctime)s {service:<12} %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # Libraries are chatty at INFO; keep our own messages.
-    # (The openai SDK's HTTP client logs every request as `httpx2`, one INFO line per call.)
-    for noisy in ("httpx", "httpx2", "openai", "faststream", "nats"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def run(service: str, kinds: str | None) -> int:

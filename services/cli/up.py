@@ -1,5 +1,7 @@
-"""`sidekick up`: an embedded nats-server and every service as its own OS process, restarted
-when one dies, all stopped cleanly on Ctrl-C or SIGTERM."""
+"""`sidekick up`: an embedded nats-server and every service as its own OS process, each
+restarted when it dies (the nats-server on the same port and store, so the services reconnect
+and nothing acknowledged is lost), all stopped cleanly on Ctrl-C or SIGTERM: the services
+first, the nats-server last. One log line says each restart."""
 
 from __future__ import annotations
 
@@ -14,13 +16,22 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.cli.banner import banner
 from services.cli.bootstrap import run_bootstrap
 from services.runtime import secrets
+from services.runtime.logs import log_format, setup_logging
 from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
 from services.runtime.natsserver import NatsServer, die_with_parent
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.up")
+
+
+def _backoff(restarts: list[float]) -> float:
+    """Record a restart now and return the delay before it: 0.5 s, doubling within a minute."""
+    now = time.monotonic()
+    restarts[:] = [t for t in restarts if now - t < 60] + [now]
+    return min(0.5 * 2.0 ** (len(restarts) - 1), 10.0)
 
 
 @dataclass
@@ -32,7 +43,11 @@ class Child:
     restarts: list[float] = field(default_factory=list)
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.args, env=self.env, preexec_fn=die_with_parent)
+        # Its own session: a terminal's Ctrl-C reaches only `sidekick up`, which stops the
+        # children in order (the services before the nats-server they need to stop cleanly).
+        self.process = subprocess.Popen(
+            self.args, env=self.env, preexec_fn=die_with_parent, start_new_session=True
+        )
 
     @property
     def alive(self) -> bool:
@@ -55,8 +70,10 @@ class Supervisor:
         self.nats_url = nats_url
         self.workers = workers
         self.nats: NatsServer | None = None
+        self.nats_restarts: list[float] = []
         self.children: list[Child] = []
         self.stopping = False
+        self.hurry = False  # a second Ctrl-C: do not wait for the children
 
     def _env(self, service: str, nats_url: str) -> dict[str, str]:
         # Built for this child: the configuration, and of the secrets only its role's.
@@ -84,10 +101,11 @@ class Supervisor:
                 env={**os.environ, **creds.env()},
             ).start()
             nats_url = self.nats.url
-            print(
-                f"nats-server (JetStream, data in {self.data_dir}) on {nats_url}; "
-                "each service has its own user (see docs/nats-security.md)",
-                flush=True,
+            log.info(
+                "nats-server (JetStream, data in %s) on %s; each service has its own user "
+                "(see docs/nats-security.md)",
+                self.data_dir,
+                nats_url,
             )
         # Streams, buckets and consumers are made here, as the admin user; no service may.
         admin_url = creds.url(nats_url, ADMIN) if creds else nats_url
@@ -97,10 +115,10 @@ class Supervisor:
             if creds is not None:
                 raise
             # A server of the operator's: its admin may have run `sidekick bootstrap` already.
-            print(
-                f"could not create the streams, buckets and consumers ({exc!r}); the services "
-                "wait for them: run `sidekick bootstrap` with the NATS admin user",
-                flush=True,
+            log.warning(
+                "could not create the streams, buckets and consumers (%r); the services wait "
+                "for them: run `sidekick bootstrap` with the NATS admin user",
+                exc,
             )
         for name in SERVICES:
             env = self._env(name, creds.url(nats_url, name) if creds else nats_url)
@@ -109,12 +127,13 @@ class Supervisor:
             self.children.append(child)
         return nats_url
 
-    def wait_ready(self, timeout: float = 60.0) -> bool:
+    def wait_ready(self, timeout: float = 90.0) -> bool:
+        """Until the gateway's /readyz says every service answered over the bus."""
         url = f"http://{self.host}:{self.port}/readyz"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self.stopping:
             try:
-                with urllib.request.urlopen(url, timeout=1) as resp:
+                with urllib.request.urlopen(url, timeout=5) as resp:
                     if resp.status == 200:
                         return True
             except OSError:
@@ -122,17 +141,39 @@ class Supervisor:
             time.sleep(0.2)
         return False
 
+    def _keep_nats(self) -> None:
+        nats = self.nats
+        if nats is None or nats.process is None or nats.process.poll() is None:
+            return
+        delay = _backoff(self.nats_restarts)
+        log.warning(
+            "nats-server exited with code %s; restarting it in %.1fs on %s with the same store "
+            "(the services reconnect; acknowledged work is on disk)",
+            nats.process.returncode,
+            delay,
+            nats.url,
+        )
+        time.sleep(delay)
+        if self.stopping:
+            return
+        try:
+            nats.start()
+        except RuntimeError as exc:
+            log.warning("nats-server did not start again (%s); trying again", exc)
+            return
+        log.info("nats-server is back on %s", nats.url)
+
     def supervise(self) -> None:
         while not self.stopping:
+            self._keep_nats()
             for child in self.children:
                 if child.process is not None and not child.alive and not self.stopping:
-                    code = child.process.returncode
-                    now = time.monotonic()
-                    child.restarts = [t for t in child.restarts if now - t < 60] + [now]
-                    delay = min(2 ** (len(child.restarts) - 1) * 0.5, 10.0)
-                    print(
-                        f"{child.name} exited with code {code}; restarting in {delay:.1f}s",
-                        flush=True,
+                    delay = _backoff(child.restarts)
+                    log.warning(
+                        "%s exited with code %s; restarting in %.1fs",
+                        child.name,
+                        child.process.returncode,
+                        delay,
                     )
                     time.sleep(delay)
                     if not self.stopping:
@@ -148,9 +189,12 @@ class Supervisor:
         for child in self.children:
             if child.process is None:
                 continue
-            try:
-                child.process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            while child.process.poll() is None and not self.hurry:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            if child.process.poll() is None:
+                log.warning("%s did not stop in time; killing it", child.name)
                 child.process.kill()
                 child.process.wait()
         if self.nats is not None:
@@ -158,9 +202,12 @@ class Supervisor:
 
 
 def up(*, data_dir: Path, port: int, nats_url: str | None, workers: str | None, host: str) -> int:
+    setup_logging("up")
     sup = Supervisor(data_dir=data_dir, port=port, nats_url=nats_url, workers=workers, host=host)
 
     def on_signal(signum: int, _frame: object) -> None:
+        if sup.stopping:
+            sup.hurry = True
         sup.stopping = True
 
     signal.signal(signal.SIGINT, on_signal)
@@ -169,16 +216,26 @@ def up(*, data_dir: Path, port: int, nats_url: str | None, workers: str | None, 
     try:
         sup.start()
         if sup.wait_ready():
-            took = time.monotonic() - started
-            print(
-                f"Sidekick is up in {took:.1f}s: http://{host}:{port}  (WebSocket "
-                f"ws://{host}:{port}/ws; try `sidekick chat`). Ctrl-C stops it.",
-                flush=True,
+            lines = banner(
+                host=host,
+                port=port,
+                took=time.monotonic() - started,
+                settings=Settings(),
+                env=os.environ,
             )
+            if log_format() == "json":
+                for line in lines:
+                    log.info("%s", line.strip())
+            else:
+                print("\n".join(lines), flush=True)
         elif not sup.stopping:
-            print("the gateway did not become ready in 60s; still trying", flush=True)
+            log.warning(
+                "not every service answered over the bus in 90s (GET /readyz says which); "
+                "still trying"
+            )
         sup.supervise()
     finally:
-        print("stopping Sidekick...", flush=True)
+        log.info("stopping Sidekick...")
         sup.stop()
+        log.info("stopped")
     return 0

@@ -27,6 +27,7 @@ from services.gateway.preferences import PreferencesApi, PreferenceStore
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
+from services.runtime.health import Probe
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.outcomes import record_step
 from services.runtime.sessions import mark_delivered, update_session
@@ -134,6 +135,8 @@ def build(settings: Settings) -> ServiceHost:
         *meta_routes(bus),
         *OpenAIApi(hub, intake, auth).routes(),
     ]
+    probe = Probe(bus)
+    probe.register()
     return ServiceHost(
         "gateway",
         settings,
@@ -143,4 +146,5 @@ def build(settings: Settings) -> ServiceHost:
         host=settings.gateway_host,
         port=settings.gateway_port,
         middleware=cors(settings),
+        probe=probe,
     )

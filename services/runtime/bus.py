@@ -33,6 +33,7 @@ from contracts import Event, Subjects
 from contracts.events import DeadLetter
 from services.runtime import topology
 from services.runtime.lifecycle import Requests
+from services.runtime.logs import request_context
 from services.runtime.metrics import DEAD_LETTERS
 from services.runtime.natsauth import inbox_prefix
 from services.runtime.settings import Settings
@@ -239,28 +240,29 @@ class Bus:
             )
             await msg.reject()
             return
-        delivered = raw.metadata.num_delivered if raw.metadata else 1
-        beat = asyncio.create_task(self._heartbeat(msg))
-        try:
-            await handler(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if delivered >= self.settings.max_deliver:
-                log.exception("giving up on %s after %d deliveries", subject, delivered)
-                await self.dead_letter(
-                    self.service, f"exhausted: {exc!r}"[:500], raw.data, dict(raw.headers or {})
-                )
-                if on_exhausted is not None:
-                    await on_exhausted(event, exc)
-                await msg.reject()
-            else:
-                log.warning("retrying %s (delivery %d): %r", subject, delivered, exc, exc_info=exc)
-                await msg.nack(delay=min(2.0**delivered, 30.0))
-            return
-        finally:
-            beat.cancel()
-        await msg.ack()
+        with request_context(event.request_id):  # every log line below names the request
+            delivered = raw.metadata.num_delivered if raw.metadata else 1
+            beat = asyncio.create_task(self._heartbeat(msg))
+            try:
+                await handler(event)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if delivered >= self.settings.max_deliver:
+                    log.exception("giving up on %s after %d deliveries", subject, delivered)
+                    await self.dead_letter(
+                        self.service, f"exhausted: {exc!r}"[:500], raw.data, dict(raw.headers or {})
+                    )
+                    if on_exhausted is not None:
+                        await on_exhausted(event, exc)
+                    await msg.reject()
+                else:
+                    log.warning("retrying %s (delivery %d)", subject, delivered, exc_info=exc)
+                    await msg.nack(delay=min(2.0**delivered, 30.0))
+                return
+            finally:
+                beat.cancel()
+            await msg.ack()
 
     async def _heartbeat(self, msg: NatsMessage) -> None:
         while True:

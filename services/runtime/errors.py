@@ -20,14 +20,26 @@ class ConfigurationError(SidekickError):
     pass
 
 
+def no_model_message() -> str:
+    """What every surface says when no model is configured (chat, the page, event and legacy
+    WebSocket clients, the OpenAI-compatible endpoint, the `sidekick up` banner): one sentence,
+    the variables to set, an example, and where to check."""
+    return (
+        "No model is configured yet: set SIDEKICK_LLM_BASE_URL, SIDEKICK_LLM_MODEL and, if the "
+        "server needs one, SIDEKICK_LLM_API_KEY (or just OPENAI_API_KEY for OpenAI) before "
+        "`sidekick up`, for example `SIDEKICK_LLM_BASE_URL=http://127.0.0.1:11434/v1 "
+        "SIDEKICK_LLM_MODEL=llama3.1 sidekick up` for Ollama, then run `sidekick doctor` to "
+        "check it."
+    )
+
+
 class LLMNotConfigured(ConfigurationError):
+    """No endpoint for `role` (its own SIDEKICK_<ROLE>_LLM_*, the shared SIDEKICK_LLM_* and
+    OPENAI_* are all unset); the message is `no_model_message()`."""
+
     def __init__(self, role: str) -> None:
         self.role = role
-        super().__init__(
-            f"No language model is configured for the {role}. Set SIDEKICK_LLM_BASE_URL "
-            f"(or OPENAI_BASE_URL) and SIDEKICK_LLM_API_KEY (or OPENAI_API_KEY), optionally "
-            f"SIDEKICK_LLM_MODEL, or the per-role SIDEKICK_{role.upper()}_LLM_* variables."
-        )
+        super().__init__(no_model_message())
 
 
 class LLMError(SidekickError):

@@ -25,9 +25,12 @@ from starlette.routing import BaseRoute, Route
 
 from services.runtime.bus import Bus
 from services.runtime.busmetrics import prometheus_middleware
+from services.runtime.health import Probe, answer_pings
 from services.runtime.httpguard import Guard, uvicorn_options
+from services.runtime.logs import broker_logger
 from services.runtime.metrics import READY, REGISTRY
 from services.runtime.natsauth import inbox_prefix
+from services.runtime.natscompat import patch_pull_fetch
 from services.runtime.settings import Settings
 from services.runtime.telemetry import setup_tracing
 
@@ -36,6 +39,7 @@ log = logging.getLogger("sidekick")
 
 def make_broker(settings: Settings, service: str) -> NatsBroker:
     """The broker every service uses: reconnects forever, traced and measured by middleware."""
+    patch_pull_fetch()
     tracer_provider = setup_tracing(service)
     return NatsBroker(
         settings.nats_url,
@@ -48,7 +52,7 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
             NatsTelemetryMiddleware(tracer_provider=tracer_provider),
             prometheus_middleware(REGISTRY, service),
         ],
-        logger=logging.getLogger(f"sidekick.{service}.broker"),
+        logger=broker_logger(service),
         log_level=logging.DEBUG,
     )
 
@@ -65,19 +69,47 @@ class ServiceHost:
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     host: str | None = None
     port: int | None = None
+    # The gateway's /readyz asks the whole system (services/runtime/health.py); None: this
+    # process's own readiness.
+    probe: Probe | None = None
+    started: bool = False
+    _server: uvicorn.Server | None = None
     middleware: Sequence[Middleware] = ()
+
+    def __post_init__(self) -> None:
+        if self.name != "gateway":
+            answer_pings(self.bus, lambda: self.started and self.bus.connected, self.metrics_url)
+
+    def metrics_url(self) -> str | None:
+        """Where this process serves /metrics (its port may have been chosen at start)."""
+        servers = getattr(self._server, "servers", None) or []
+        for server in servers:
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                host = "127.0.0.1" if host == "0.0.0.0" else host
+                return f"http://{host if ':' not in host else f'[{host}]'}:{port}/metrics"
+        return None
 
     def asgi(self) -> Starlette:
         # Read at scrape time, so the gauge can never disagree with /readyz.
-        READY.set_function(lambda: 1.0 if self.bus.connected else 0.0)
+        READY.set_function(lambda: 1.0 if self.started and self.bus.connected else 0.0)
 
         async def healthz(_: Request) -> Response:
             return JSONResponse({"status": "ok", "service": self.name})
 
-        async def readyz(_: Request) -> Response:
-            ok = self.bus.connected
+        async def readyz(request: Request) -> Response:
+            # ?scope=self: only this process (Kubernetes' probe of a gateway pod, which should
+            # not leave its Service because another service has no replica for a moment).
+            if self.probe is not None and request.query_params.get("scope") != "self":
+                report = await self.probe.check()
+                return JSONResponse(report.model_dump(mode="json"), 200 if report.ready else 503)
+            ok = self.started and self.bus.connected
             return JSONResponse(
-                {"ready": ok, "service": self.name, "nats": "connected" if ok else "down"},
+                {
+                    "ready": ok,
+                    "service": self.name,
+                    "nats": "connected" if self.bus.connected else "down",
+                },
                 status_code=200 if ok else 503,
             )
 
@@ -90,14 +122,19 @@ class ServiceHost:
             await self.bus.broker.start()
             for hook in self.on_ready:
                 await hook()
+            self.started = True
             log.info("%s ready (pid %d)", self.name, os.getpid())
             try:
                 yield
             finally:
+                self.started = False
                 for hook in self.on_stop:
                     with contextlib.suppress(Exception):
                         await hook()
-                await self.bus.broker.stop()
+                try:
+                    await self.bus.broker.stop()
+                except Exception as exc:  # NATS went away first: nothing is left to close
+                    log.warning("%s: NATS connection not closed cleanly: %r", self.name, exc)
 
         return Starlette(
             routes=[
@@ -126,6 +163,8 @@ class ServiceHost:
             host=self.host or self.settings.ops_host,
             port=self.port if self.port is not None else self.settings.ops_port,
             log_level="warning",
+            # uvicorn's own logging set-up would print its lines in its own format, past ours.
+            log_config=None,
             lifespan="on",
             ws_max_size=self.settings.max_frame_bytes * 4,
             # permessage-deflate keeps a compressor per socket: 72 KiB instead of 32 KiB each
@@ -134,13 +173,29 @@ class ServiceHost:
             timeout_graceful_shutdown=5,
             **uvicorn_options(guard),
         )
-        server = uvicorn.Server(config)
+        server = self._server = uvicorn.Server(config)
 
         async def main() -> None:
-            if await wait_for_nats(self.settings.nats_url, self.name):
-                await server.serve()
+            if not await wait_for_nats(self.settings.nats_url, self.name):
+                return
+            _stop_quietly_on_signals(server)
+            await server.serve()
 
         asyncio.run(main())
+
+
+def _stop_quietly_on_signals(server: uvicorn.Server) -> None:
+    """SIGINT and SIGTERM stop the server, and then the process ends with status 0. uvicorn
+    obeys them while it serves and, when done, raises the signal again for the handler it found:
+    Python's default would turn that SIGINT into a KeyboardInterrupt traceback (and SIGTERM into
+    death by signal). The handler found is this one; a signal before uvicorn took over also
+    stops it."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
 
 
 def _raise_open_files_limit() -> None:

@@ -65,7 +65,7 @@ DEAD_LETTERS = Counter(
 )
 READY = Gauge(
     "sidekick_ready",
-    "1 while this process is connected to NATS (what /readyz reports), else 0.",
+    "1 while this process has started and is connected to NATS (its own /readyz), else 0.",
     registry=REGISTRY,
 )
 WS_CONNECTIONS = Gauge(

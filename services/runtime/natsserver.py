@@ -63,6 +63,9 @@ class NatsServer:
             text=True,
             env=self.env,
             preexec_fn=die_with_parent,
+            # Not in the terminal's process group: a Ctrl-C reaches whoever started it, which
+            # stops its clients first and the server last.
+            start_new_session=True,
         )
         found = threading.Event()
 

@@ -90,8 +90,8 @@ def roles(s: Subjects) -> dict[str, Role]:
             reads=("sessions", "status", "index", "preferences"),
             writes=("sessions", "status", "index", "preferences"),
             watches=("index",),
-            publish=(s.chat_requested, s.request_answered, s.request_cancel),
-            subscribe=(s.out_all,),
+            publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
+            subscribe=(s.out_all, s.pong_all),
             reads_streams=(s.outbox_stream,),
         ),
         "frontline": Role(
@@ -105,8 +105,9 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.stream("*"),
                 s.progress("*"),
                 *outcomes,
+                s.pong("frontline"),
             ),
-            subscribe=(s.request_cancel,),
+            subscribe=(s.request_cancel, s.ping),
         ),
         "orchestrator": Role(
             consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
@@ -120,21 +121,23 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.progress("*"),
                 s.request_clarification("*"),
                 *outcomes,
+                s.pong("orchestrator"),
             ),
             # The server's advisory when a message ran out of deliveries, and that message.
-            subscribe=(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{s.work_stream}.*",),
+            subscribe=(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{s.work_stream}.*", s.ping),
             reads_streams=(s.work_stream,),
         ),
         "evaluator": Role(
             consumers=("evaluator",),
-            publish=(s.evaluation_completed,),
+            publish=(s.evaluation_completed, s.pong("evaluator")),
+            subscribe=(s.ping,),
         ),
         "workers": Role(
             consumers=tuple(f"worker_{kind}" for kind in WORKER_KINDS),
             reads=("ledger",),
             writes=("ledger",),
-            publish=(s.worker_completed, s.progress("*"), s.outbox_all),
-            subscribe=(s.request_cancel,),
+            publish=(s.worker_completed, s.progress("*"), s.outbox_all, s.pong("workers")),
+            subscribe=(s.request_cancel, s.ping),
         ),
     }
 
