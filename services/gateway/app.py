@@ -19,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from contracts import OUTCOMES, Progress, parse_event
 from services.gateway.api import PageApi, cors, guarded, meta_routes
 from services.gateway.auth import Auth, AuthConfigError
+from services.gateway.deliveries import Deliveries
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
@@ -30,7 +31,6 @@ from services.runtime.bus import Bus
 from services.runtime.health import Probe
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.outcomes import record_step
-from services.runtime.sessions import mark_delivered, update_session
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.gateway")
@@ -54,25 +54,13 @@ def build(settings: Settings) -> ServiceHost:
     broker = make_broker(settings, "gateway")
     bus = Bus(broker, settings, "gateway")
     limits = Limits(settings.rate_limit_per_minute, settings.max_concurrent_requests)
-    intake = Intake(bus, limits)
+    deliveries = Deliveries(bus)
+    intake = Intake(bus, limits, deliveries)
     hub = Hub()
     tasks: set[asyncio.Task[None]] = set()
     s = bus.subjects
 
-    def delivered(session_id: str, request_id: str) -> None:
-        """A result seen live by a client no longer waits for a reconnect."""
-
-        async def drop() -> None:
-            try:
-                await update_session(bus, session_id, lambda rec: mark_delivered(rec, [request_id]))
-            except Exception as exc:
-                log.warning("could not mark %s delivered: %r", request_id, exc)
-
-        task = asyncio.get_running_loop().create_task(drop())
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    hub.on_delivered = delivered
+    hub.on_delivered = deliveries.seen
 
     def background(work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -143,6 +131,7 @@ def build(settings: Settings) -> ServiceHost:
         bus,
         routes=routes,
         on_ready=[intake.start],
+        on_stop=[deliveries.stop],
         host=settings.gateway_host,
         port=settings.gateway_port,
         middleware=cors(settings),

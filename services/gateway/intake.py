@@ -26,6 +26,7 @@ from contracts import (
     Turn,
 )
 from contracts.base import IfBusy
+from services.gateway.deliveries import Deliveries
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.limits import Limits
 from services.runtime import lanes
@@ -75,9 +76,10 @@ class Accepted:
 
 
 class Intake:
-    def __init__(self, bus: Bus, limits: Limits) -> None:
+    def __init__(self, bus: Bus, limits: Limits, deliveries: Deliveries | None = None) -> None:
         self.bus = bus
         self.limits = limits
+        self.deliveries = deliveries
         self._index: KeyValue | None = None
 
     async def start(self) -> None:
@@ -139,15 +141,18 @@ class Intake:
     async def _accept(
         self, principal: str, request_id: str, req: Request, session: lanes.Session | None
     ) -> Accepted:
+        seen = self.deliveries.take(req.session_id) if self.deliveries else []
         try:
             place = await lanes.claim(
-                self.bus, req.session_id, request_id, req.if_busy, known=session
+                self.bus, req.session_id, request_id, req.if_busy, known=session, delivered=seen
             )
         except lanes.Busy:
             self.limits.release(request_id)
+            self._give_back(req.session_id, seen)
             raise
         except Exception as exc:
             self.limits.release(request_id)
+            self._give_back(req.session_id, seen)
             log.warning("could not queue a request: %r", exc)
             raise Unavailable(
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
@@ -187,6 +192,10 @@ class Intake:
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
             ) from exc
         return Accepted(fresh=True, behind=place.behind, position=place.position)
+
+    def _give_back(self, session_id: str, seen: list[str]) -> None:
+        if self.deliveries is not None and seen:
+            self.deliveries.give_back(session_id, seen)
 
     async def _queued(self, request_id: str, session_id: str, place: lanes.Claim) -> None:
         """A queued request: cancel what `interrupt` replaces, and start it at once if the

@@ -104,10 +104,16 @@ async def load(bus: Bus, session_id: str) -> Session:
 
 
 async def claim(
-    bus: Bus, session_id: str, request_id: str, mode: IfBusy, known: Session | None = None
+    bus: Bus,
+    session_id: str,
+    request_id: str,
+    mode: IfBusy,
+    known: Session | None = None,
+    delivered: list[str] | tuple[str, ...] = (),
 ) -> Claim:
     """Put a new request in its session's lane (compare-and-set, from `known` when the caller
-    has just read the session). Raises Busy for `reject` when the session is busy."""
+    has just read the session), noting in the same write the results a client has seen
+    (`delivered`). Raises Busy for `reject` when the session is busy."""
     for _ in range(ATTEMPTS):
         session = known if known is not None else await load(bus, session_id)
         known = None
@@ -120,6 +126,10 @@ async def claim(
             start = lane.active
         if request_id in (lane.active, *lane.queued):  # a retried claim that was written
             return Claim(session, None, 0, (), None)
+        if delivered:
+            lane = lane.model_copy(
+                update={"undelivered": [r for r in lane.undelivered if r not in delivered]}
+            )
         updated, position, cancel = claimed(lane, request_id, mode, now)
         revision = await write_if(bus.kv.sessions, key_for(session_id), updated, session.revision)
         if revision is not None:
