@@ -10,7 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from nats.aio.client import Client as NATS
 
+from contracts import SessionRecord, Subjects
+from services.gateway.intake import scoped
+from services.runtime.kvstore import key_for
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, structured
 from tests.support.harness import Client, Conversation, System
 
@@ -168,3 +172,20 @@ async def frames_until(
         frames.append(frame)
         if predicate(frame):
             return frames
+
+
+async def test_a_result_seen_live_is_noted_in_the_next_messages_claim(
+    system: System, nc: NATS
+) -> None:
+    async with Client(system.ws_url, events=True) as client:
+        first = await client.ask("hello", request_id="seen-1")
+        await client.ask("hello again", request_id="seen-2")
+    assert first.end["status"] == "completed"
+    kv = await nc.jetstream().key_value(Subjects(system.namespace).sessions_bucket)
+    entry = await kv.get(key_for(scoped("anonymous", client.uuid)))
+    assert entry.value is not None
+    record = SessionRecord.model_validate_json(entry.value)
+    # The first answer reached the socket live; the second message's claim noted it, so a
+    # reconnect will not replay it (the second's note waits for the next write or 2 s).
+    assert "seen-1" not in record.undelivered
+    assert record.active is None and record.queued == []

@@ -157,7 +157,6 @@ class Workflows:
             )
         if not body.responses and not body.additional_context and body.approval is None:
             raise Invalid("Give at least one answer in responses (or additional_context).")
-        lines = [a if q == FREE_TEXT else f"{questions[q]} {a}" for q, a in body.responses.items()]
         extra = [body.additional_context] if body.additional_context else []
         if body.approval is not None:
             approval = body.approval
@@ -167,13 +166,13 @@ class Workflows:
             extra.append(f"Approval: {word}.")
         if body.ratings:
             extra.append("Ratings: " + ", ".join(f"{k}={v}" for k, v in body.ratings.items()))
+        # Answers by id go as answers; the page's one field answers every question at once.
         answers = {q: a for q, a in body.responses.items() if q != FREE_TEXT}
-        if FREE_TEXT in body.responses:  # one answer for every open question
-            answers = {q: body.responses[FREE_TEXT] for q in questions} | answers
+        free = body.responses.get(FREE_TEXT, "")
         await self.intake.answer(
             principal,
             workflow_id,
-            message="\n".join(lines) or "\n".join(extra),
+            message=free if free or answers else "\n".join(extra),
             answers=answers,
             additional_context="\n".join(extra) or None,
         )
