@@ -20,7 +20,7 @@ async def test_greeting_streams_tokens_then_ends(system: System, fake_llm: FakeO
     )
     async with Client(system.ws_url) as client:
         convo = await client.ask("hello")
-    assert convo.text == "Hi! Lovely to meet you today."
+    assert convo.answer == "Hi! Lovely to meet you today."
     assert len(convo.chunks) >= 3, "the answer arrives in several stream frames"
     assert convo.frames[-1] == {"on_chat_model_end": True}
     assert convo.errors == []
@@ -56,7 +56,7 @@ async def test_retry_carries_evaluator_feedback_to_the_worker(
         convo = await client.ask(
             "please research three examples", success_criteria="three examples"
         )
-    assert convo.text == "second, better draft"
+    assert convo.answer == "second, better draft"
     assert convo.end["status"] == "completed"
     assert convo.end["metadata"]["attempts"] == 2
     worker_calls = fake_llm.chat_calls("fake-worker")
@@ -85,7 +85,7 @@ async def test_always_failing_verdicts_return_the_third_output_with_a_note(
     fake_llm.script("fake-evaluator", lambda body: verdict(False, 30, "Still missing the dates."))
     async with Client(system.ws_url, events=True) as client:
         convo = await client.ask("search for the dates")
-    assert convo.text.startswith("output number 3")
+    assert convo.answer.startswith("output number 3")
     assert "Still missing the dates." in convo.text
     assert "after 3 attempts" in convo.text
     assert convo.end["status"] == "partial"
@@ -134,7 +134,7 @@ async def test_invalid_model_output_is_retried_once_with_the_error(
     )
     async with Client(system.ws_url) as client:
         convo = await client.ask("hey")
-    assert convo.text == "Hello!"
+    assert convo.answer == "Hello!"
     decisions = [c for c in fake_llm.chat_calls("fake-frontline") if c.get("response_format")]
     assert len(decisions) == 2
     assert "not valid" in decisions[1]["messages"][-1]["content"]

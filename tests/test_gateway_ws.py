@@ -33,7 +33,7 @@ async def test_a_result_that_finished_while_disconnected_arrives_on_reconnect(
     async with AuthClient(url, "mallory", uuid_=uuid, events=True) as back:
         convo = await back.until_end_of(rid)
         assert convo.frames[0] == {"event": "replay", "request_id": rid}
-        assert convo.text.startswith("Answer to:")
+        assert convo.answer.startswith("Answer to:")
         assert convo.end["status"] == "completed"
         # Delivered now: a later reconnect gets nothing again; the next frame is our own.
         mine = await back.ack("hello")
@@ -54,7 +54,7 @@ async def test_an_old_client_gets_a_missed_result_as_text_on_reconnect(
         await wait_status(http, rid, "completed")
     async with AuthClient(url, "oscar", uuid_=uuid) as old:
         convo = await old.until_end()
-    assert convo.text.startswith("Answer to:")
+    assert convo.answer.startswith("Answer to:")
     assert convo.frames[-1] == {"on_chat_model_end": True}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import websockets
 
+from services.gateway.hub import ROUTED_TEXT
 from services.runtime.natsserver import die_with_parent
 from tests.support.lockednats import users_for
 
@@ -199,6 +200,12 @@ class Conversation:
         return "".join(
             f["on_chat_model_stream"] for f in self.frames if "on_chat_model_stream" in f
         )
+
+    @property
+    def answer(self) -> str:
+        """The text without what an old client is sent first for a routed request (the
+        TypeScript seed's "Processing your request..." and a blank line)."""
+        return self.text.removeprefix(f"{ROUTED_TEXT}\n\n")
 
     @property
     def chunks(self) -> list[str]:
