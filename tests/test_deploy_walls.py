@@ -1,16 +1,19 @@
 """The walls as deployed: the tools worker (which runs strangers' code) has what bubblewrap needs
 and nothing it should not, no NetworkPolicy lets it reach another Sidekick pod but NATS and the
-collector, and the gVisor component puts it under gVisor."""
+collector, the gVisor component puts it under gVisor, and it alone reads the MCP servers' file
+(from a ConfigMap an overlay replaces)."""
 
 from __future__ import annotations
 
+import json
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
 
+from services.workers.tools.mcp_config import StdioServer, load
 from tests.support.deploy_support import (
     DEPLOY,
     OVERLAYS,
@@ -116,3 +119,51 @@ def test_only_the_bootstrap_job_holds_the_nats_admin_password(overlay: str) -> N
                 for e in container.get("env", [])
             }
             assert "SIDEKICK_NATS_PASSWORD_ADMIN" not in keys, deployment["metadata"]["name"]
+
+
+def _mcp_file(docs: tuple[dict[str, Any], ...], tmp_path: Path) -> Path:
+    """The MCP servers' file as the tools worker would read it (a copy here)."""
+    (tools,) = find(docs, "Deployment", TOOLS)
+    (c,) = containers(tools)
+    path = PurePosixPath(next(e["value"] for e in c["env"] if e["name"] == "SIDEKICK_MCP_CONFIG"))
+    (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == str(path.parent)]
+    assert mount.get("readOnly") is True
+    volumes = {v["name"]: v for v in tools["spec"]["template"]["spec"]["volumes"]}
+    (config_map,) = find(docs, "ConfigMap", volumes[mount["name"]]["configMap"]["name"])
+    local = tmp_path / path.name
+    local.write_text(config_map["data"][path.name])
+    return local
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_tools_worker_mounts_the_mcp_servers_file_read_only(
+    overlay: str, tmp_path: Path
+) -> None:
+    local = _mcp_file(rendered(overlay), tmp_path)
+    assert load(local).servers == {}, "no MCP server runs unless the operator lists one"
+    for other in find(rendered(overlay), "Deployment"):
+        if other["metadata"]["name"] != TOOLS:
+            env = {e["name"] for e in containers(other)[0].get("env", [])}
+            assert "SIDEKICK_MCP_CONFIG" not in env
+
+
+def test_an_overlay_replaces_the_mcp_servers_file(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    servers = {"mcpServers": {"notes": {"command": "notes-mcp", "args": ["--dir", "/tmp"]}}}
+    (overlay / "mcp.json").write_text(json.dumps(servers))
+    kustomization: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(DEPLOY / "k8s" / "overlays" / "prod", overlay)],
+        "configMapGenerator": [
+            {"name": "sidekick-mcp", "behavior": "replace", "files": ["mcp.json"]}
+        ],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    out = run(tool("kubectl"), "kustomize", "--load-restrictor=LoadRestrictionsNone", str(overlay))
+    assert out.returncode == 0, out.stderr
+    docs = tuple(d for d in yaml.safe_load_all(out.stdout) if d)
+    local = _mcp_file(docs, tmp_path)
+    (notes,) = load(local).servers.values()
+    assert isinstance(notes, StdioServer) and notes.command == "notes-mcp"

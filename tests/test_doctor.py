@@ -23,6 +23,7 @@ from tests.support.fakes.openai_server import FakeOpenAI, structured
 from tests.support.fakes.pushover import FakePushover
 from tests.support.harness import ROOT, free_port
 from tests.support.lockednats import LockedNats
+from tests.support.mcp_server import TOOLS, stdio_entry
 
 KEY = "sk-doctor"
 OWN = ("SIDEKICK_", "OPENAI_", "BRAVE_", "SENDGRID_", "PUSHOVER_")
@@ -254,3 +255,54 @@ async def test_a_missing_nats_server_fails_only_when_one_was_configured() -> Non
     (configured,) = await nats_server(settings, explicit=True, seconds=2)
     assert configured.ok is False and configured.needed
     assert configured.fix == "SIDEKICK_NATS_URL"
+
+
+async def test_each_mcp_server_is_started_and_listed_and_one_that_cannot_start_is_broken(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    servers = {
+        "vault": stdio_entry(),
+        "broken": {"command": "/nonexistent/mcp-server", "args": ["--key=sk-in-args"]},
+        "off": {"command": "/nonexistent/other", "disabled": True},
+    }
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": servers}))
+    done = run(env | {"SIDEKICK_MCP_CONFIG": str(config)}, "--no-calls")
+    assert done.returncode == 1, "a server the TOOLS worker would offer does not start"
+    assert "sk-in-args" not in done.stdout + done.stderr, "arguments may carry keys"
+    assert "Traceback" not in done.stderr, done.stderr
+    status, found = report(env | {"SIDEKICK_MCP_CONFIG": str(config)}, "--no-calls")
+    vault = service(found, "MCP server 'vault'")
+    assert vault["ok"] is True, vault
+    assert vault["detail"].endswith(f"starts, 4 tools ({', '.join(TOOLS)})")
+    broken = service(found, "MCP server 'broken'")
+    assert broken["ok"] is False
+    assert broken["fix"] == "SIDEKICK_MCP_CONFIG (mend or disable 'broken' there)"
+    assert "does not start: cannot run it: [Errno 2]" in broken["detail"]
+    assert service(found, "MCP server 'off'")["ok"] is None
+    line = next(li for li in done.stdout.splitlines() if li.startswith("MCP server 'vault'"))
+    assert "✓" in line and "4 tools" in line
+    # Without TOOLS among the worker kinds nothing offers those tools: shown, not broken.
+    status, found = report(
+        env | {"SIDEKICK_MCP_CONFIG": str(config), "SIDEKICK_WORKERS": "GENERAL"}, "--no-calls"
+    )
+    assert status == 0 and service(found, "MCP server 'broken'")["ok"] is False
+
+
+async def test_an_mcp_config_that_is_not_valid_is_one_broken_row_naming_the_problem(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": {"legacy": {"url": "http://x/sse", "type": "sse"}}}')
+    status, found = report(env | {"SIDEKICK_MCP_CONFIG": str(config)}, "--no-calls")
+    assert status == 1
+    row = service(found, "MCP servers")
+    assert row["ok"] is False and "'legacy': the SSE transport is not supported" in row["detail"]
+    _, unset = report(env, "--no-calls")
+    assert service(unset, "MCP servers") == {
+        "name": "MCP servers",
+        "ok": None,
+        "detail": "none configured",
+        "fix": "SIDEKICK_MCP_CONFIG",
+        "needed": False,
+    }

@@ -23,6 +23,7 @@ from tests.support.fakes.pushover import FakePushover
 from tests.support.fakes.site import FakeSite
 from tests.support.fakes.wikipedia import FakeWikipedia
 from tests.support.harness import ROOT, Client, System, llm_env
+from tests.support.workers_support import decide_tools, tool_results
 
 MODEL = "fake-tools-e2e"
 MAX_STEPS = 4
@@ -80,20 +81,6 @@ def tools_system(
         sys_ = System(nats_server.url, env, logs_dir).start_all()
         yield sys_
         sys_.stop()
-
-
-def decide_tools(task: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The orchestrator's script: TOOLS, with this task."""
-    return lambda body: {
-        "worker_type": "TOOLS",
-        "task_description": task,
-        "parameters": [],
-        "success_criteria": "Does what the user asked, using the tools.",
-    }
-
-
-def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in body["messages"] if m["role"] == "tool"]
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:

@@ -3,7 +3,8 @@
 For each model role (and its fallback): base URL, model, whether it answers, whether the key
 is accepted, whether the model is listed, streaming, json_schema, tool calling, json_object and
 the structured-output mode that will be used. Then Brave, SendGrid, Pushover, the Python
-sandbox, Chromium and NATS. Exit status 1 when something the configuration uses is broken.
+sandbox, Chromium, each MCP server of SIDEKICK_MCP_CONFIG (started and listed, no tool called)
+and NATS. Exit status 1 when something the configuration uses is broken.
 
 It makes at most four tiny model calls per distinct (endpoint, model) — one for embeddings —
 plus one Brave query; it sends no mail and no notification. `--no-calls` skips the model calls.
@@ -27,7 +28,7 @@ YES, NO, NONE = "✓", "✗", "-"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("doctor", help="check models, keys, sandbox, browser and NATS")
+    p = sub.add_parser("doctor", help="check models, keys, sandbox, browser, MCP servers and NATS")
     p.add_argument("--json", action="store_true", help="print JSON (for machines)")
     p.add_argument("--no-calls", action="store_true", help="no model calls: GET /models only")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per check (default 20)")
@@ -94,6 +95,7 @@ async def collect(*, calls: bool, seconds: float) -> Findings:
         await checks.pushover(seconds),
         await checks.sandbox(kinds, settings.data_dir),
         await checks.chromium(seconds),
+        *await checks.mcp_servers(kinds),
         *await checks.nats_server(settings, "SIDEKICK_NATS_URL" in os.environ, seconds),
     ]
     return found

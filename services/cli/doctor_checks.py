@@ -1,5 +1,6 @@
 """`sidekick doctor`'s checks of everything but the models: Brave, SendGrid, Pushover, the
-Python sandbox, Chromium and NATS. Each is one `Row`; none sends mail or a notification."""
+Python sandbox, Chromium, the MCP servers and NATS. Each is one `Row`; none sends mail or a
+notification, and no MCP tool is called (each server is started, listed and stopped)."""
 
 from __future__ import annotations
 
@@ -138,6 +139,41 @@ async def chromium(seconds: float) -> Row:
     if proc.returncode != 0 or not version:
         return Row("Chromium", False, f"{path} --version failed ({proc.returncode})", fix)
     return Row("Chromium", True, version[-1])
+
+
+async def mcp_servers(kinds: list[str]) -> list[Row]:
+    """Each configured MCP server: does it start (or answer), and how many tools it offers."""
+    from services.workers.tools.mcp_config import McpConfigError, load
+    from services.workers.tools.mcp_link import McpStartError, ServerLink, Timeouts
+    from services.workers.tools.mcp_transport import quiet_sdk_logs
+
+    settings = ToolsSettings()
+    fix = "SIDEKICK_MCP_CONFIG"
+    needed = "TOOLS" in kinds  # only the TOOLS worker offers their tools
+    if settings.mcp_config is None:
+        return [Row("MCP servers", None, "none configured", fix)]
+    try:
+        config = load(settings.mcp_config)
+    except McpConfigError as exc:
+        return [Row("MCP servers", False, str(exc), fix, needed)]
+    quiet_sdk_logs()
+    timeouts = Timeouts(connect=settings.mcp_connect_timeout, call=settings.mcp_call_timeout)
+
+    async def check(name: str, link: ServerLink) -> Row:
+        what = f"MCP server {name!r}"
+        shown = link.config.shown()
+        if link.config.disabled:
+            return Row(what, None, f"{shown}: disabled")
+        try:
+            tools = await link.probe()
+        except McpStartError as exc:
+            why = f"{shown}: does not start: {exc}"
+            return Row(what, False, why, f"{fix} (mend or disable {name!r} there)", needed)
+        names = ", ".join(t.name for t in tools)
+        return Row(what, True, f"{shown}: starts, {len(tools)} tools ({names})")
+
+    links = {n: ServerLink(n, server, timeouts) for n, server in config.servers.items()}
+    return list(await asyncio.gather(*(check(n, link) for n, link in links.items())))
 
 
 async def nats_server(settings: Settings, explicit: bool, seconds: float) -> list[Row]:

@@ -61,13 +61,18 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
     deps = WorkerDeps(bus=bus, settings=settings, llm=llm, stage=stage)
     cancels = Cancellations(bus)
     on_ready: list[Callable[[], Awaitable[None]]] = []
+    on_stop: list[Callable[[], Awaitable[None]]] = []
     for kind in chosen:
         worker = REGISTRY[kind](deps)
         _register(bus, worker, cancels)
         startup = getattr(worker, "startup", None)
         if startup is not None:
             on_ready.append(startup)
-    return ServiceHost("workers", settings, bus, on_ready=on_ready)
+        # What a worker started (the browser, MCP servers' processes) ends with the service.
+        aclose = getattr(worker, "aclose", None)
+        if aclose is not None:
+            on_stop.append(aclose)
+    return ServiceHost("workers", settings, bus, on_ready=on_ready, on_stop=on_stop)
 
 
 def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:

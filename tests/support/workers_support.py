@@ -135,3 +135,18 @@ async def wait_for(predicate: Callable[[], Any], timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met")
         await asyncio.sleep(0.05)
+
+
+def decide_tools(task: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The orchestrator's script: TOOLS, with this task."""
+    return lambda body: {
+        "worker_type": "TOOLS",
+        "task_description": task,
+        "parameters": [],
+        "success_criteria": "Does what the user asked, using the tools.",
+    }
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool messages of a request the model got."""
+    return [m for m in body["messages"] if m["role"] == "tool"]

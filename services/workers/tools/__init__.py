@@ -1,5 +1,6 @@
 """TOOLS: the Sidekick seed's worker. The model is given OpenAI function tools (browser, Python,
-files, Wikipedia, web search, notifications) and calls them in a bounded loop until it answers.
+files, Wikipedia, web search, notifications, and the tools of configured MCP servers) and calls
+them in a bounded loop until it answers.
 
     worker.py          the worker kind: prompt, loop, result
     loop.py            the tool loop as plain logic (a chat function and a toolbox in)
@@ -13,4 +14,8 @@ files, Wikipedia, web search, notifications) and calls them in a bounded loop un
     wikipedia.py       the MediaWiki Action API
     websearch.py       Brave Search
     notify.py          Pushover, at most once per tool call id
+    mcp_config.py      SIDEKICK_MCP_CONFIG: the `mcpServers` file
+    mcp_link.py        one MCP server kept connected (official SDK): tools, calls, reconnects
+    mcp_transport.py   under a link: the read stream watched, stderr kept short, SDK logs
+    mcp_tools.py       the servers' tools as the model sees them: names, schemas, results
 """

@@ -75,3 +75,15 @@ class ToolsSettings(BaseSettings):
     pushover_base_url: str = Field(
         default="https://api.pushover.net", description="Pushover API base URL."
     )
+
+    mcp_config: Path | None = Field(
+        default=None,
+        description="A JSON file of MCP servers in the `mcpServers` format; their tools are "
+        "offered to the model.",
+    )
+    mcp_connect_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds an MCP server has to start and list its tools."
+    )
+    mcp_call_timeout: float = Field(
+        default=60.0, gt=0, le=170, description="Seconds one MCP tool call may take."
+    )

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from opentelemetry import trace
 from prometheus_client import Counter
@@ -77,6 +77,28 @@ class Call:
     call_id: str
 
 
+class Invocable(Protocol):
+    """What the toolbox runs: a built-in `Tool`, or a tool of an MCP server."""
+
+    @property
+    def name(self) -> str: ...
+
+    def definition(self) -> dict[str, Any]: ...
+
+    async def invoke(self, arguments: str, call: Call) -> str: ...
+
+
+def parse_arguments(arguments: str) -> dict[str, Any]:
+    """The model's arguments as a JSON object, or a ToolArgumentsError it can read."""
+    try:
+        data = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsError(f"the arguments are not valid JSON ({exc.msg}).") from exc
+    if not isinstance(data, dict):
+        raise ToolArgumentsError("the arguments must be a JSON object.")
+    return data
+
+
 @dataclass(frozen=True)
 class Tool(Generic[A]):
     name: str
@@ -94,12 +116,7 @@ class Tool(Generic[A]):
         }
 
     async def invoke(self, arguments: str, call: Call) -> str:
-        try:
-            data = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolArgumentsError(f"the arguments are not valid JSON ({exc.msg}).") from exc
-        if not isinstance(data, dict):
-            raise ToolArgumentsError("the arguments must be a JSON object.")
+        data = parse_arguments(arguments)
         try:
             args = self.args.model_validate(data)
         except ValidationError as exc:
@@ -120,7 +137,9 @@ class Outcome:
 
 
 class ToolBox:
-    def __init__(self, tools: list[Tool[Any]], *, result_chars: int, call_timeout: float) -> None:
+    def __init__(
+        self, tools: Sequence[Invocable], *, result_chars: int, call_timeout: float
+    ) -> None:
         self._tools = {t.name: t for t in tools}
         self.result_chars = result_chars
         self.call_timeout = call_timeout
