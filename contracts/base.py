@@ -101,6 +101,7 @@ class Source(Model):
 
 
 WorkflowStatus = Literal[
+    "started",
     "queued",
     "planning",
     "awaiting_clarification",
@@ -112,6 +113,11 @@ WorkflowStatus = Literal[
     "failed",
     "cancelled",
 ]
-"""The workflow seed's status words, shown to clients (a projection of the state)."""
+"""The workflow seed's status words, shown to clients (a projection of the state): `started`
+once accepted, `queued` while it waits behind another request of its session."""
+
+IfBusy = Literal["enqueue", "reject", "interrupt"]
+"""What a message sent while its session answers another request does: wait its turn, be
+refused, or cancel what runs (and what waits) and go next."""
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})

@@ -54,9 +54,10 @@ CHANNELS: tuple[Channel, ...] = (
         names.CHAT_REQUESTED,
         ChatRequested,
         "work",
-        ("gateway",),
+        ("gateway", "frontline", "orchestrator"),
         ("frontline",),
-        "A user's message, accepted and acknowledged by a gateway.",
+        "A user's message, accepted and acknowledged by a gateway; sent on by a gateway when "
+        "its session is free, or by whoever ended the request before it in its session.",
     ),
     Channel(
         names.REQUEST_ROUTED,

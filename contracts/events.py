@@ -27,12 +27,26 @@ class RequestOptions(Event):
     skip_cache: bool = Field(default=False, description="Bypass the semantic cache.")
     principal: str = Field(default="anonymous", description="Who sent the request.")
     reply_to: str | None = Field(default=None, description="A parked request this message answers.")
+    planned: bool = Field(
+        default=False,
+        description="A workflow: the research pipeline plans it (it may ask the user first); "
+        "never answered directly by the frontline.",
+    )
+    preferences: dict[str, str] = Field(
+        default_factory=dict,
+        description="The principal's standing preferences, for the planner (workflows).",
+    )
 
 
 class ChatRequested(RequestOptions):
     """A user message accepted and acknowledged by the gateway."""
 
     kind: Literal["chat.requested"] = "chat.requested"
+    history: list[Turn] = Field(
+        default_factory=list,
+        description="Earlier turns the client sent with its message (OpenAI-style clients send "
+        "the whole conversation); when given, the agents see these, not the session's.",
+    )
 
 
 class RequestRouted(RequestOptions):
@@ -67,6 +81,9 @@ class WorkerTask(Event):
     clarifications: list[str] = Field(
         default_factory=list,
         description="Questions the user already answered, with the answers ('Q: ... A: ...').",
+    )
+    preferences: dict[str, str] = Field(
+        default_factory=dict, description="The user's standing preferences (workflows)."
     )
 
 

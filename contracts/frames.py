@@ -2,14 +2,15 @@
 one discriminated union per direction, `ClientFrame` (in) and `ServerFrame` (out).
 
 In:  {"auth": "<token>"}   (first frame, when the gateway requires tokens and no header was sent)
-     {"init": true, "uuid": "...", "events": false}
-     {"uuid": "...", "message": "...", "success_criteria"?, "request_id"?, "use_evaluator"?,
-      "skip_cache"?, "reply_to"?}
+     {"init": true, "uuid": "...", "events": false, "if_busy"?}
+     {"uuid": "..."}     (any frame with a uuid sets the socket's session, as the seed's server)
+     {"uuid"?: "...", "message": "..." | [{"role", "content"}, ...], "success_criteria"?,
+      "request_id"?, "use_evaluator"?, "skip_cache"?, "reply_to"?, "if_busy"?}
      {"cancel": "<request_id>"}
 Out: {"on_chat_model_stream": "<chunk>"} ... {"on_chat_model_end": true}
      {"error": {"code": "...", "message": "..."}}
      {"authenticated": true, "principal": "..."}
-     {"event": "ready" | "ack" | "progress" | "clarification" | "replay", ...}
+     {"event": "ready" | "ack" | "queued" | "progress" | "clarification" | "replay", ...}
 
 The seed's frames have no common tag field, so each union tells its members apart by which key
 a frame has (`frame_kind`). Clients that say `"events": true` at init also get {"event": ...}
@@ -34,7 +35,7 @@ from pydantic import (
     TypeAdapter,
 )
 
-from contracts.base import Model, Source, Usage, WorkflowStatus
+from contracts.base import IfBusy, Model, Source, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 from contracts.events import FailureCode, ProgressStage
 
@@ -55,6 +56,7 @@ ErrorCode = Literal[
     "conflict",
     "message_too_long",
     "invalid_body",
+    "busy",
 ]
 
 
@@ -71,15 +73,43 @@ class AuthFrame(InFrame):
     auth: StrictStr = Field(min_length=1, max_length=4096, description="A bearer token.")
 
 
+BUSY_DESCRIPTION = (
+    "What this message does while the session answers another request: 'enqueue' (wait its "
+    "turn; the default), 'reject' (refused with a 'busy' error) or 'interrupt' (cancel the "
+    "running request and those waiting, then go next)."
+)
+
+
 class InitFrame(InFrame):
     init: Literal[True] = Field(description="Marks an init frame.")
-    uuid: StrictStr = Field(pattern=ID_PATTERN, description="The client's session id.")
+    uuid: StrictStr | None = Field(
+        default=None, pattern=ID_PATTERN, description="The client's session id."
+    )
     events: StrictBool = Field(default=False, description="Send typed progress frames too.")
+    if_busy: IfBusy | None = Field(
+        default=None, description=f"This socket's default. {BUSY_DESCRIPTION}"
+    )
+
+
+class SessionFrame(InFrame):
+    uuid: StrictStr = Field(pattern=ID_PATTERN, description="The client's session id.")
+
+
+class ChatMessage(InFrame):
+    role: StrictStr = Field(description="'user', 'assistant' or 'system'.")
+    content: StrictStr = Field(description="The message text.")
 
 
 class MessageFrame(InFrame):
-    uuid: StrictStr = Field(pattern=ID_PATTERN, description="The client's session id.")
-    message: StrictStr = Field(min_length=1, description="The user's message.")
+    uuid: StrictStr | None = Field(
+        default=None,
+        pattern=ID_PATTERN,
+        description="The client's session id (default: the socket's, set by an earlier frame).",
+    )
+    message: Annotated[StrictStr, Field(min_length=1)] | list[ChatMessage] = Field(
+        description="The user's message, or a conversation whose last user message is it."
+    )
+    if_busy: IfBusy | None = Field(default=None, description=BUSY_DESCRIPTION)
     success_criteria: StrictStr | None = Field(default=None, description="Success criteria.")
     request_id: StrictStr | None = Field(
         default=None,
@@ -99,7 +129,7 @@ class CancelFrame(InFrame):
     cancel: StrictStr = Field(pattern=REQUEST_ID_PATTERN, description="The request to cancel.")
 
 
-InKind = Literal["auth", "init", "message", "cancel"]
+InKind = Literal["auth", "init", "message", "cancel", "session"]
 
 
 def in_kind(data: Any) -> InKind | None:
@@ -114,6 +144,8 @@ def in_kind(data: Any) -> InKind | None:
         return "message"
     if "cancel" in data:
         return "cancel"
+    if "uuid" in data:
+        return "session"
     return None
 
 
@@ -121,7 +153,8 @@ ClientFrame = Annotated[
     Annotated[AuthFrame, Tag("auth")]
     | Annotated[InitFrame, Tag("init")]
     | Annotated[MessageFrame, Tag("message")]
-    | Annotated[CancelFrame, Tag("cancel")],
+    | Annotated[CancelFrame, Tag("cancel")]
+    | Annotated[SessionFrame, Tag("session")],
     Discriminator(
         in_kind,
         custom_error_type="unknown_frame",
@@ -227,6 +260,13 @@ class AckEvent(OutFrame):
     action: Literal["message", "answer", "cancel"] = Field(description="What was taken.")
 
 
+class QueuedEvent(OutFrame):
+    event: Literal["queued"] = Field(description="The request waits its turn in its session.")
+    request_id: str = Field(description="The queued request.")
+    behind: str = Field(description="The session's request being answered now.")
+    position: int = Field(description="Its place in the queue, from 1.")
+
+
 class ProgressEvent(OutFrame):
     event: Literal["progress"] = Field(description="A step of the request's way.")
     event_id: str = Field(description="The bus event's id.")
@@ -259,7 +299,7 @@ class ReplayEvent(OutFrame):
 
 
 EventFrame = Annotated[
-    ReadyEvent | AckEvent | ProgressEvent | ClarificationEvent | ReplayEvent,
+    ReadyEvent | AckEvent | QueuedEvent | ProgressEvent | ClarificationEvent | ReplayEvent,
     Field(discriminator="event"),
 ]
 

@@ -5,7 +5,7 @@ extra information is in added fields."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AwareDatetime,
@@ -13,13 +13,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    RootModel,
     StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
 )
 
-from contracts.base import Model, Turn, WorkflowStatus
+from contracts.base import Model, Source, Turn, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 from contracts.email import OutboxEntry
 from contracts.frames import ErrorBody
@@ -56,8 +57,9 @@ class ValidationDetail(Model):
 
 class ErrorResponse(HttpBody):
     error: ErrorBody = Field(description="The error.")
-    detail: list[ValidationDetail] | None = Field(
-        default=None, description="Each validation error, for 422 answers."
+    detail: list[ValidationDetail] | str | None = Field(
+        default=None,
+        description="As FastAPI answers: each validation error (422), else the message.",
     )
 
     def wire(self) -> dict[str, Any]:
@@ -90,28 +92,37 @@ class OutboxListing(HttpBody):
 
 
 # --- the workflows API -------------------------------------------------------------------
+# The workflow seed's shapes (its clients read `final_output.response`, `state.chat_history`,
+# `state.user_request`, `state.created_at`, and a list from GET /api/workflows/); Sidekick's
+# own information is in added fields.
 
 
 class CreateWorkflow(Body):
-    text: StrictStr = Field(min_length=1, description="What to do.")
+    text: StrictStr = Field(min_length=10, description="What to do (at least 10 characters).")
     skip_cache: StrictBool = Field(default=False, description="Bypass the semantic cache.")
     success_criteria: StrictStr | None = Field(default=None, description="How to judge it.")
 
 
+Approval = Literal["approved", "needs_changes", "rejected"]
+
+
 class WorkflowFeedback(Body):
     responses: dict[StrictStr, StrictStr] = Field(
-        default_factory=dict, description="Answers by question id."
+        default_factory=dict,
+        description="Answers by question id; the key 'clarification' answers all of them at once.",
     )
     ratings: dict[StrictStr, StrictInt | StrictFloat | StrictStr] | None = Field(
         default=None, description="Ratings, passed on as context."
     )
-    approval: StrictBool | None = Field(default=None, description="Approval, passed on.")
+    approval: StrictBool | Approval | None = Field(
+        default=None, description="The seed's approval word (or true/false), passed on."
+    )
     additional_context: StrictStr | None = Field(default=None, description="Anything else.")
 
 
 class WorkflowAccepted(HttpBody):
-    workflow_id: str = Field(description="The new workflow's id.")
-    status: WorkflowStatus = Field(description="Its status.")
+    workflow_id: str = Field(description="The new workflow's id (a cache hit: the old one's).")
+    status: WorkflowStatus = Field(description="'started', or 'completed' for a cache hit.")
     message: str = Field(description="A human-readable note.")
 
 
@@ -121,11 +132,35 @@ class WorkflowResumed(HttpBody):
     message: str = Field(description="A human-readable note.")
 
 
+class ChatTurn(Model):
+    role: str = Field(description="'user' or 'assistant'.")
+    content: str = Field(description="What was said.")
+
+
+class FinalOutput(Model):
+    response: str = Field(description="The answer (markdown).")
+    citations: list[str] = Field(description="Addresses of the sources it cites.")
+    sources: list[Source] = Field(description="The sources, with titles and snippets.")
+    status: Literal["completed", "partial"] = Field(
+        description="'partial' when the attempts ran out before the criteria were met."
+    )
+    score: int | None = Field(description="The evaluator's last score.")
+
+
 class WorkflowState(Model):
-    text: str = Field(description="The request.")
+    workflow_id: str = Field(description="The workflow.")
+    user_request: str = Field(description="The request, as the user wrote it.")
+    status: WorkflowStatus = Field(description="Its status.")
+    created_at: IsoTime = Field(description="Accepted at.")
+    updated_at: IsoTime = Field(description="Last change.")
+    chat_history: list[ChatTurn] = Field(
+        description="The conversation: the request, questions and answers, the final answer, "
+        "and any chat about it."
+    )
+    clarification_questions: list[Question] = Field(description="Open questions.")
+    text: str = Field(description="The request (as user_request).")
     success_criteria: str | None = Field(description="The user's criteria.")
     session: str = Field(description="The workflow's session (unscoped).")
-    clarification_questions: list[Question] = Field(description="Open questions.")
     worker_type: WorkerType | None = Field(description="The worker kind chosen.")
     attempt: int = Field(description="The current attempt.")
     detail: str = Field(description="Human-readable detail of the status.")
@@ -141,20 +176,55 @@ class WorkflowView(HttpBody):
     created_at: IsoTime = Field(description="Accepted at.")
     updated_at: IsoTime = Field(description="Last change.")
     completed_at: IsoTime | None = Field(description="Ended at.")
-    final_output: str | None = Field(description="The answer, once done.")
+    final_output: FinalOutput | None = Field(description="The answer, once done.")
 
 
-class WorkflowSummary(Model):
-    workflow_id: str = Field(description="The workflow.")
-    status: WorkflowStatus = Field(description="Its status.")
-    text: str = Field(description="The request.")
-    created_at: IsoTime = Field(description="Accepted at.")
-    updated_at: IsoTime = Field(description="Last change.")
-    completed_at: IsoTime | None = Field(description="Ended at.")
+class WorkflowList(RootModel[list[WorkflowView]]):
+    """The caller's workflows, newest first (a JSON list, as the seed answers)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def wire(self) -> list[Any]:
+        return cast(list[Any], self.model_dump(mode="json"))
 
 
-class WorkflowList(HttpBody):
-    workflows: list[WorkflowSummary] = Field(description="The caller's, newest first.")
+class WorkflowChat(Body):
+    message: StrictStr = Field(min_length=1, description="A question about the workflow.")
+
+
+class WorkflowChatReply(HttpBody):
+    response: str = Field(description="The answer.")
+    history: list[ChatTurn] = Field(description="The workflow's conversation, with this turn.")
+    request_id: str = Field(description="The request that answered it.")
+
+
+class PreferenceIn(Body):
+    key: StrictStr = Field(min_length=1, max_length=100, description="The preference's name.")
+    value: StrictStr = Field(max_length=2000, description="Its value.")
+
+
+class Preference(HttpBody):
+    key: str = Field(description="The preference's name.")
+    value: str = Field(description="Its value.")
+
+
+class Preferences(HttpBody):
+    preferences: dict[str, str] = Field(description="The caller's preferences by name.")
+
+
+class PreferencesRecord(Model):
+    """A principal's preferences in the `preferences` bucket."""
+
+    values: dict[str, str] = Field(default_factory=dict, description="By name.")
+
+
+class Health(HttpBody):
+    status: Literal["healthy", "unhealthy"] = Field(description="Whether it can take work.")
+    service: str = Field(description="'sidekick'.")
+    nats: Literal["connected", "down"] = Field(description="The bus connection.")
+    workflow_engine: Literal["configured", "unconfigured"] = Field(
+        description="Whether workflows can be accepted (the bus is there)."
+    )
 
 
 class SessionSummary(Model):

@@ -10,9 +10,11 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from contracts import decisions, email, events, frames, health, http, research, state
+from contracts import openai as oai
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 ASYNCAPI = SCHEMA_DIR / "asyncapi.json"
+OPENAPI = SCHEMA_DIR / "openapi.json"
 
 MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     # Bus events.
@@ -63,6 +65,19 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "WorkflowResumed": http.WorkflowResumed,
     "WorkflowView": http.WorkflowView,
     "WorkflowList": http.WorkflowList,
+    "WorkflowChat": http.WorkflowChat,
+    "WorkflowChatReply": http.WorkflowChatReply,
+    "PreferenceIn": http.PreferenceIn,
+    "Preference": http.Preference,
+    "Preferences": http.Preferences,
+    "PreferencesRecord": http.PreferencesRecord,
+    "Health": http.Health,
+    # The OpenAI-compatible endpoint.
+    "ChatCompletionRequest": oai.ChatCompletionRequest,
+    "ChatCompletion": oai.ChatCompletion,
+    "ChatCompletionChunk": oai.ChatCompletionChunk,
+    "ModelList": oai.ModelList,
+    "OpenAIError": oai.OpenAIError,
 }
 
 
@@ -73,6 +88,7 @@ def render(model: type[BaseModel] | TypeAdapter[Any]) -> str:
 
 
 def write_all() -> list[Path]:
+    from contracts import openapi
     from contracts.asyncapi import document
 
     SCHEMA_DIR.mkdir(exist_ok=True)
@@ -82,7 +98,8 @@ def write_all() -> list[Path]:
         path.write_text(render(model), encoding="utf-8")
         written.append(path)
     ASYNCAPI.write_text(document(), encoding="utf-8")
-    return [*written, ASYNCAPI]
+    OPENAPI.write_text(openapi.rendered(), encoding="utf-8")
+    return [*written, ASYNCAPI, OPENAPI]
 
 
 if __name__ == "__main__":

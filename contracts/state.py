@@ -14,6 +14,7 @@ from contracts.decisions import Question, WorkerType
 from contracts.events import Outcome
 
 RequestState = Literal[
+    "queued",
     "accepted",
     "direct",
     "routed",
@@ -42,6 +43,22 @@ class SessionRecord(Model):
         default_factory=list,
         description="Requests that ended (or asked) while no client of the session saw it.",
     )
+    active: str | None = Field(
+        default=None,
+        description="The session's request being answered now (or waiting for its answers); "
+        "the session's other requests wait in `queued` until it ends.",
+    )
+    active_since: AwareDatetime | None = Field(
+        default=None, description="When `active` took the session."
+    )
+    queued: list[str] = Field(
+        default_factory=list, description="Requests waiting their turn, oldest first."
+    )
+    handoff: str | None = Field(
+        default=None,
+        description="The request whose end gave the session to `active` (so a re-run of that "
+        "end starts `active` again, and nothing else does).",
+    )
 
 
 class RequestRecord(Model):
@@ -53,6 +70,20 @@ class RequestRecord(Model):
     principal: str = Field(default="anonymous", description="Who owns it.")
     text: str = Field(description="The user's message.")
     success_criteria: str | None = Field(default=None, description="The user's criteria.")
+    use_evaluator: bool = Field(default=True, description="Judge outputs before answering.")
+    skip_cache: bool = Field(default=False, description="Bypass the semantic cache.")
+    planned: bool = Field(
+        default=False, description="A workflow: planned by the research pipeline, never direct."
+    )
+    preferences: dict[str, str] = Field(
+        default_factory=dict, description="The principal's preferences given to the planner."
+    )
+    history: list[Turn] = Field(
+        default_factory=list, description="Earlier turns the client sent with the request."
+    )
+    hidden: bool = Field(
+        default=False, description="Deleted by its owner: no longer listed nor found by the API."
+    )
     state: RequestState = Field(default="accepted", description="Where it is in its life.")
     status: WorkflowStatus = Field(description="The status word clients see.")
     detail: str = Field(default="", description="Human-readable detail of the status.")

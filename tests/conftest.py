@@ -19,6 +19,7 @@ from nats.js.api import KeyValueConfig
 from contracts import new_id
 from services.runtime.llm.endpoint import close_http
 from services.runtime.natsserver import NatsServer
+from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System, llm_env
 from tests.support.lockednats import LockedNats
@@ -81,14 +82,29 @@ def _reset_fake_llm(fake_llm: FakeOpenAI) -> None:
 
 
 @pytest.fixture(scope="session")
+def fake_brave() -> Iterator[FakeBrave]:
+    """Brave Search for the shared systems: workflows run the research pipeline."""
+    fake = FakeBrave().start()
+    yield fake
+    fake.stop()
+
+
+def brave_env(brave: FakeBrave) -> dict[str, str]:
+    return {"BRAVE_SEARCH_API_KEY": brave.token, "SIDEKICK_BRAVE_BASE_URL": brave.url}
+
+
+@pytest.fixture(scope="session")
 def logs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("service-logs")
 
 
 @pytest.fixture(scope="session")
-def system(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+def system(
+    nats_server: NatsServer, fake_llm: FakeOpenAI, fake_brave: FakeBrave, logs_dir: Path
+) -> Iterator[System]:
     """One system shared by the end-to-end tests (each test uses its own session uuid)."""
-    sys_ = System(nats_server.url, llm_env(fake_llm.base_url), logs_dir).start_all()
+    env = {**llm_env(fake_llm.base_url), **brave_env(fake_brave)}
+    sys_ = System(nats_server.url, env, logs_dir).start_all()
     yield sys_
     sys_.stop()
 
@@ -103,7 +119,7 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
 
 @pytest.fixture(scope="session")
 def secure_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
+    nats_server: NatsServer, fake_llm: FakeOpenAI, fake_brave: FakeBrave, logs_dir: Path
 ) -> Iterator[System]:
     """A system whose gateway requires tokens (one per principal of tests/support/gateway_client.py)
     and has small limits: 5 requests a minute and 2 in flight per principal, 500-char messages.
@@ -112,6 +128,8 @@ def secure_system(
 
     env = {
         **llm_env(fake_llm.base_url),
+        **brave_env(fake_brave),
+        "SIDEKICK_CORS_ORIGINS": "http://localhost:5173",
         "SIDEKICK_AUTH_TOKENS": tokens_env(),
         "SIDEKICK_RATE_LIMIT_PER_MINUTE": "5",
         "SIDEKICK_MAX_CONCURRENT_REQUESTS": "2",

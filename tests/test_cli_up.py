@@ -31,7 +31,7 @@ async def test_up_serves_chat_restarts_a_dead_child_and_stops_without_orphans(up
     up.wait_for("Sidekick is up")
     async with Client(up.ws_url) as client:
         assert (await client.ask("hello")).text
-        assert (await client.ask("search the news")).text.startswith("Answer to:")
+        assert (await client.ask("search the news")).answer.startswith("Answer to:")
 
     kids = children_of(up.proc.pid)
     assert len(kids) == 6, "nats-server and five services"
@@ -44,9 +44,9 @@ async def test_up_serves_chat_restarts_a_dead_child_and_stops_without_orphans(up
         deadline = time.monotonic() + 60
         while True:  # the restarted child may take a moment to join its consumer
             convo = await client.ask("search again")
-            if convo.text.startswith("Answer to:") or time.monotonic() > deadline:
+            if convo.answer.startswith("Answer to:") or time.monotonic() > deadline:
                 break
-        assert convo.text.startswith("Answer to:")
+        assert convo.answer.startswith("Answer to:")
 
     kids = children_of(up.proc.pid)
     assert up.interrupt(signal.SIGTERM) == 0

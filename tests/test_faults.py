@@ -59,7 +59,7 @@ async def test_orchestrator_killed_between_attempts_completes_the_request_once(
         hold.set()  # the failing verdict lands while no orchestrator runs
         await asyncio.to_thread(system.restart, "orchestrator")
         convo = await client.until_end()
-    assert convo.text == "attempt two"
+    assert convo.answer == "attempt two"
     assert convo.end["status"] == "completed" and convo.end["metadata"]["attempts"] == 2
     assert len(fake_llm.chat_calls("fake-worker")) == 2
     finals = await terminal_events(nc, system.namespace, "crash-1")

@@ -84,6 +84,26 @@ async def test_of_two_racing_moves_from_one_revision_exactly_one_wins(kv: Any) -
     assert final.value.detail == f"answer {won.index(True)}"
 
 
+async def test_of_ten_identical_answers_from_awaiting_clarification_exactly_one_moves(
+    kv: Any,
+) -> None:
+    # The same change from every answer: without `source`, a loser that re-reads finds the
+    # request already where it wanted it, nothing to change, and would count as accepted.
+    await place(kv, "same", "awaiting_clarification")
+    gateways = [Requests(kv, "gateway") for _ in range(10)]
+
+    async def answer(requests: Requests) -> bool:
+        try:
+            await requests.move(
+                "same", "decided", source="awaiting_clarification", clarification_questions=[]
+            )
+        except IllegalMove:
+            return False
+        return True
+
+    assert sum(await asyncio.gather(*(answer(g) for g in gateways))) == 1
+
+
 async def test_the_first_end_stands_and_later_ones_get_it_back(kv: Any) -> None:
     await place(kv, "end", "direct")
     front, orch = Requests(kv, "frontline"), Requests(kv, "orchestrator")

@@ -36,9 +36,9 @@ def test_the_sentence_names_the_variables_an_example_and_the_doctor() -> None:
 async def test_an_old_client_reads_the_sentence_as_text_then_the_end(bare_system: System) -> None:
     async with Client(bare_system.ws_url) as client:
         convo = await client.ask("hello")
-    (error,) = convo.errors
-    assert error["code"] == "llm_not_configured"
-    assert error["message"] == no_model_message()
+    # Only the seed's keys: the TypeScript seed's client shows any other as raw JSON.
+    assert convo.errors == []
+    assert all(set(f) <= {"on_chat_model_stream", "on_chat_model_end"} for f in convo.frames)
     assert no_model_message() in convo.text
     assert convo.frames[-1] == {"on_chat_model_end": True}
 

@@ -37,7 +37,7 @@ async def _idle_ask_stop(up: Up, stop_with: signal.Signals) -> str:
     await asyncio.sleep(IDLE_SECONDS)
     async with Client(up.ws_url) as client:
         assert (await client.ask("hello")).text
-        assert (await client.ask("search the news")).text.startswith("Answer to:")
+        assert (await client.ask("search the news")).answer.startswith("Answer to:")
     async with Client(up.ws_url, events=True) as client:
         assert (await client.ask("route this one too")).end["status"] == "completed"
     await asyncio.sleep(IDLE_SECONDS / 2)

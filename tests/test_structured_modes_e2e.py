@@ -60,7 +60,7 @@ async def test_a_routed_request_completes_as_the_server_loses_each_structured_mo
             convo = await client.ask(ROUTED)
         assert convo.errors == [], (expected, convo.errors, modes_system.logs_tail())
         assert convo.end["status"] == "completed", expected
-        assert convo.text.startswith("Answer to:"), expected
+        assert convo.answer.startswith("Answer to:"), expected
         assert convo.progress("routed"), "the frontline routed it"
         for role in ("fake-orchestrator", "fake-evaluator"):
             calls = own_llm.chat_calls(role)
@@ -83,7 +83,7 @@ async def test_the_fallback_model_answers_and_the_end_frame_says_so(
     async with Client(modes_system.ws_url, events=True) as client:
         convo = await client.ask(ROUTED)
     assert convo.errors == []
-    assert convo.text == "The backup's answer."
+    assert convo.answer == "The backup's answer."
     models = convo.end["metadata"]["usage"]["models"]
     assert "fake-worker-backup" in models and "fake-worker" not in models
     assert own_llm.chat_calls("fake-worker"), "the primary was tried first"

@@ -121,7 +121,7 @@ async def test_the_model_browses_a_page_in_real_chromium_and_answers_with_what_i
     async with Client(tools_system.ws_url, events=True) as client:
         convo = await client.ask(ask)
     assert convo.errors == []
-    assert convo.text == f"The page says: {sentence}"
+    assert convo.answer == f"The page says: {sentence}"
     assert convo.end["status"] == "completed"
     assert convo.end["metadata"]["worker_type"] == "TOOLS"
     assert [s["url"] for s in convo.end["metadata"]["sources"]] == [url]
@@ -156,7 +156,7 @@ async def test_the_model_reads_wikipedia_through_the_tools(
     fake_llm.script(MODEL, model)
     async with Client(tools_system.ws_url, events=True) as client:
         convo = await client.ask("Please search Wikipedia for quince cheese")
-    assert convo.text == f"Wikipedia: {fact}"
+    assert convo.answer == f"Wikipedia: {fact}"
     assert [s["url"] for s in convo.end["metadata"]["sources"]] == [
         f"{wiki.url}/wiki/Quince_cheese"
     ]
@@ -208,7 +208,7 @@ async def test_a_notification_in_a_task_delivered_twice_is_pushed_once(
         convo = await client.until_end(timeout=120)
     assert convo.end["status"] == "completed"
     assert [m["message"] for m in pushover.messages] == [message]
-    assert convo.text.startswith("Notify said: Notification already sent for this call")
+    assert convo.answer.startswith("Notify said: Notification already sent for this call")
     results = [r["content"] for c in fake_llm.chat_calls(MODEL) for r in tool_results(c)]
     assert results[0].startswith("Notification sent (Pushover request")
     assert results[-1].startswith("Notification already sent for this call")

@@ -314,7 +314,9 @@ async def test_the_sessions_api_shows_a_principal_only_its_own_conversations(
         await ivan.ask("hello again")
     async with httpx.AsyncClient(base_url=md_system.http_url, timeout=30) as http:
         assert (await http.get("/api/sessions")).status_code == 401
-        created = await http.post("/api/workflows", json={"text": "a job"}, headers=bearer("ivan"))
+        created = await http.post(
+            "/api/workflows", json={"text": "a job to plan"}, headers=bearer("ivan")
+        )
         assert created.status_code == 201
         mine = (await http.get("/api/sessions", headers=bearer("ivan"))).json()["sessions"]
         # Workflows are not chat conversations (they have their own list).

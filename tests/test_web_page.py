@@ -190,3 +190,28 @@ async def test_the_page_works_from_the_keyboard_on_a_phone_sized_window(
     overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, "nothing is wider than the phone's screen"
     await page.screenshot(path=shot("page-phone.png"), full_page=True)
+
+
+async def test_two_messages_sent_back_to_back_get_two_answers_in_order(
+    secure_system: System, browser: Browser, fake_llm: FakeOpenAI
+) -> None:
+    def frontline(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
+        if body.get("response_format"):
+            return default_frontline(body)
+        if "slowly" in json.dumps(body["messages"][-1]):
+            return Reply("The first answer arrives slowly, word by word.", chunk_delay=0.15)
+        return Reply("The second answer.")
+
+    fake_llm.script("fake-frontline", frontline)
+    page = await open_page(browser)
+    await sign_in(page, secure_system, "dora")
+    await send(page, "answer me slowly")
+    await send(page, "and then quickly")
+    first, second = page.locator(".turn").nth(0), page.locator(".turn").nth(1)
+    await expect(second.locator(".steps")).to_contain_text("Queued")
+    await expect(first.locator(".answer")).to_have_text(
+        "The first answer arrives slowly, word by word."
+    )
+    await expect(second.locator(".answer")).to_have_text("The second answer.")
+    await expect(second.locator(".status")).to_have_text("Completed")
+    await page.screenshot(path=shot("page-two-messages.png"), full_page=True)

@@ -103,7 +103,7 @@ async def test_a_search_request_is_answered_from_brave_results_that_it_cites(
         convo = await client.ask("search for the rust 2024 edition")
     assert convo.errors == []
     assert convo.end["status"] == "completed"
-    assert convo.text.startswith("It shipped [1] with a guide [2].")
+    assert convo.answer.startswith("It shipped [1] with a guide [2].")
     assert "[1] [Rust 2024](https://blog.example/rust-2024) (3 days ago)" in convo.text
     sources = convo.end["metadata"]["sources"]
     assert [s["url"] for s in sources] == [
@@ -189,7 +189,7 @@ async def test_research_with_two_live_sources_on_two_domains_completes_without_t
     async with Client(keyed.ws_url, events=True) as client:
         convo = await client.ask("research the latest python release")
     assert convo.errors == [] and convo.end["status"] == "completed"
-    assert convo.text.startswith("## Python 4\nIt is out [1]; see the notes [2].")
+    assert convo.answer.startswith("## Python 4\nIt is out [1]; see the notes [2].")
     assert "Confidence: high" in convo.text
     assert NOTE not in convo.text
     assert {s["url"] for s in convo.end["metadata"]["sources"]} == {

@@ -299,4 +299,10 @@ async def test_research_shows_each_pipeline_step_in_the_request_status(
     settings = WorkerSettings(brave_api_key=brave.token, brave_base_url=brave.url)
     done = await ResearchWorker(deps, settings).run(task("RESEARCH", "latest chip news?"))
     assert done.success, done.error
-    assert steps == [("r1", "researching"), ("r1", "synthesizing"), ("r1", "validating")]
+    # The workflow seed's words, in its order: planning first (the planner is a model call).
+    assert steps == [
+        ("r1", "planning"),
+        ("r1", "researching"),
+        ("r1", "synthesizing"),
+        ("r1", "validating"),
+    ]

@@ -70,7 +70,7 @@ async def test_email_without_a_sendgrid_key_is_kept_in_the_outbox_marked_not_sen
         convo = await client.ask("email cy the plan")
         session = client.uuid
     assert convo.end["status"] == "completed"
-    assert convo.text.startswith("Email NOT SENT: no SENDGRID_API_KEY is set")
+    assert convo.answer.startswith("Email NOT SENT: no SENDGRID_API_KEY is set")
     assert "To: cy@example.com" in convo.text
 
     listing = get_json(f"{keyless.http_url}/api/outbox?session={session}")

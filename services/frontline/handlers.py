@@ -13,6 +13,7 @@ from contracts import (
     RequestCompleted,
     RequestFailed,
     RequestRouted,
+    SessionRecord,
     Turn,
 )
 from contracts.events import ProgressStage
@@ -21,6 +22,7 @@ from services.runtime.bus import Bus, msg_id
 from services.runtime.cancels import Cancellations
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.failures import failure_code
+from services.runtime.kvstore import Versioned
 from services.runtime.lifecycle import IllegalMove, Tracked
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
@@ -31,6 +33,8 @@ from services.runtime.sessions import load_versioned, recent
 from services.runtime.streaming import ChunkStream
 
 log = logging.getLogger("sidekick.frontline")
+
+PLANNED = "a workflow: the research pipeline plans it"
 
 
 class Frontline:
@@ -46,8 +50,16 @@ class Frontline:
         if self.cancels.is_set(req.request_id):
             await self._cancelled(req)
             return
-        session = await load_versioned(self.bus, req.session_id)
-        history = recent(session.value, self.bus.settings.history_turns)
+        turns = self.bus.settings.history_turns
+        session: Versioned[SessionRecord] | None = None
+        if req.history:  # the client sent the conversation itself
+            history = req.history[-2 * turns :] if turns > 0 else []
+        else:
+            session = await load_versioned(self.bus, req.session_id)
+            history = recent(session.value, turns)
+        if req.planned:  # a workflow is planned by the research pipeline, never answered here
+            await self._route(req, history, PLANNED)
+            return
         reply = ChoiceResult()
         answer = _Answer(self, req, tracked)
 
@@ -92,7 +104,7 @@ class Frontline:
     async def _route(self, req: ChatRequested, history: list[Turn], reason: str) -> None:
         await self._progress(req, "routed", reason)
         routed = RequestRouted(
-            **req.model_dump(exclude={"kind", "event_id", "ts"}),
+            **req.model_dump(exclude={"kind", "event_id", "ts", "history"}),
             reason=reason,
             history=history,
         )

@@ -10,12 +10,16 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
-from contracts import SessionRecord
+from contracts import SessionRecord, openapi
 from contracts.frames import ID_PATTERN, REQUEST_ID_PATTERN
 from contracts.http import (
+    Health,
     HttpBody,
     OpenQuestion,
     OutboxListing,
@@ -24,6 +28,7 @@ from contracts.http import (
     SessionList,
     SessionSummary,
     ValidationDetail,
+    WorkflowList,
 )
 from services.gateway.auth import Auth
 from services.gateway.errors import (
@@ -38,6 +43,7 @@ from services.gateway.intake import Intake, scoped, unscoped
 from services.runtime import outbox
 from services.runtime.bus import Bus
 from services.runtime.kvstore import get_model, key_for
+from services.runtime.settings import Settings
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Request, str], Awaitable[Response]]
@@ -61,7 +67,7 @@ def principal_of(request: Request, auth: Auth) -> str:
     return principal
 
 
-def respond(body: HttpBody, status_code: int = 200, **headers: str) -> JSONResponse:
+def respond(body: HttpBody | WorkflowList, status_code: int = 200, **headers: str) -> JSONResponse:
     return JSONResponse(body.wire(), status_code=status_code, headers=headers)
 
 
@@ -199,3 +205,43 @@ class PageApi:
         mine = outbox.visible_to(entries, principal, request.query_params.get("session"))
         note = f"Outbox mail was NOT sent: {outbox.SEND_HINT}"
         return respond(OutboxListing(note=note, entries=mine[:limit]))
+
+
+def meta_routes(bus: Bus) -> list[Route]:
+    """`/health` (the workflow seed's health check, for its deployment scripts) and the
+    OpenAPI document at `/openapi.json`."""
+
+    async def health(_: Request) -> Response:
+        up = bus.connected
+        body = Health(
+            status="healthy" if up else "unhealthy",
+            service="sidekick",
+            nats="connected" if up else "down",
+            workflow_engine="configured" if up else "unconfigured",
+        )
+        return respond(body, 200 if up else 503)
+
+    document = openapi.document()
+
+    async def spec(_: Request) -> Response:
+        return JSONResponse(document)
+
+    return [Route("/health", health), Route("/openapi.json", spec)]
+
+
+def cors(settings: Settings) -> list[Middleware]:
+    """Browsers on the configured origins may call the API (the workflow seed's frontend runs
+    on its own origin); none when no origin is configured."""
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_credentials=True,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            max_age=600,
+        )
+    ]

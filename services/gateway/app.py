@@ -17,11 +17,14 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from contracts import OUTCOMES, Progress, parse_event
-from services.gateway.api import PageApi, guarded
+from services.gateway.api import PageApi, cors, guarded, meta_routes
 from services.gateway.auth import Auth, AuthConfigError
+from services.gateway.deliveries import Deliveries
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
+from services.gateway.openai_api import OpenAIApi
+from services.gateway.preferences import PreferencesApi, PreferenceStore
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.bus import Bus
@@ -29,7 +32,6 @@ from services.runtime.health import Probe
 from services.runtime.host import ServiceHost, make_broker
 from services.runtime.metrics import GATEWAY_EVENTS
 from services.runtime.outcomes import record_step
-from services.runtime.sessions import mark_delivered, update_session
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.gateway")
@@ -53,25 +55,13 @@ def build(settings: Settings) -> ServiceHost:
     broker = make_broker(settings, "gateway")
     bus = Bus(broker, settings, "gateway")
     limits = Limits(settings.rate_limit_per_minute, settings.max_concurrent_requests)
-    intake = Intake(bus, limits)
+    deliveries = Deliveries(bus)
+    intake = Intake(bus, limits, deliveries)
     hub = Hub()
     tasks: set[asyncio.Task[None]] = set()
     s = bus.subjects
 
-    def delivered(session_id: str, request_id: str) -> None:
-        """A result seen live by a client no longer waits for a reconnect."""
-
-        async def drop() -> None:
-            try:
-                await update_session(bus, session_id, lambda rec: mark_delivered(rec, [request_id]))
-            except Exception as exc:
-                log.warning("could not mark %s delivered: %r", request_id, exc)
-
-        task = asyncio.get_running_loop().create_task(drop())
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    hub.on_delivered = delivered
+    hub.on_delivered = deliveries.seen
 
     def background(work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -121,6 +111,7 @@ def build(settings: Settings) -> ServiceHost:
         )
 
     pages = PageApi(bus, intake, auth)
+    preferences = PreferenceStore(bus)
     routes: list[BaseRoute] = [
         Route("/", page),
         Route("/favicon.ico", favicon),
@@ -130,7 +121,10 @@ def build(settings: Settings) -> ServiceHost:
         Route("/api/sessions", guarded(auth, pages.sessions)),
         Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
         Route("/api/outbox", guarded(auth, pages.outbox), methods=["GET"]),
-        *Workflows(intake, auth, settings.max_message_chars).routes(),
+        *Workflows(bus, hub, intake, auth, preferences).routes(),
+        *PreferencesApi(preferences, auth).routes(),
+        *meta_routes(bus),
+        *OpenAIApi(hub, intake, auth).routes(),
     ]
     probe = Probe(bus)
     probe.register()
@@ -140,7 +134,9 @@ def build(settings: Settings) -> ServiceHost:
         bus,
         routes=routes,
         on_ready=[intake.start],
+        on_stop=[deliveries.stop],
         host=settings.gateway_host,
         port=settings.gateway_port,
+        middleware=cors(settings),
         probe=probe,
     )

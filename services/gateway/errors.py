@@ -7,6 +7,7 @@ the HTTP API (the status code with `{"error": {"code", "message"}}`).
     │   └── TooLarge        413 invalid_body      the body is over the size limit
     ├── NotFound            404 not_found         unknown id, or another principal's
     ├── Conflict            409 conflict          e.g. not awaiting clarification, id in use
+    ├── Busy                409 busy              `reject`: the session answers another request
     ├── RateLimited         429 rate_limited      per-minute limit or concurrency cap
     └── Unavailable         503 unavailable       the bus did not take the message
 """
@@ -26,7 +27,10 @@ class GatewayError(Exception):
         self.message = message
 
     def body(self) -> ErrorResponse:
-        return ErrorResponse(error=ErrorBody(code=self.code, message=self.message))
+        # `detail` as FastAPI's errors have it, for the workflow seed's clients.
+        return ErrorResponse(
+            error=ErrorBody(code=self.code, message=self.message), detail=self.message
+        )
 
 
 class Unauthorized(GatewayError):
@@ -43,7 +47,11 @@ class Invalid(GatewayError):
         self.detail = detail or []
 
     def body(self) -> ErrorResponse:
-        return super().body().model_copy(update={"detail": self.detail})
+        # FastAPI answers every 422 with a list of {loc, msg, type}.
+        detail = self.detail or [
+            ValidationDetail(loc=["body"], msg=self.message, type="value_error")
+        ]
+        return super().body().model_copy(update={"detail": detail})
 
 
 class TooLarge(Invalid):
@@ -57,6 +65,11 @@ class NotFound(GatewayError):
 
 class Conflict(GatewayError):
     code: ErrorCode = "conflict"
+    http_status = 409
+
+
+class Busy(GatewayError):
+    code: ErrorCode = "busy"
     http_status = 409
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from starlette.websockets import WebSocket, WebSocketState
@@ -21,12 +21,14 @@ from contracts import (
     RequestFailed,
     StreamChunk,
 )
+from contracts.base import IfBusy
 from contracts.frames import (
     CancelledMetadata,
     ClarificationEvent,
     ClarificationMetadata,
     CompletedMetadata,
     EndFrame,
+    EndStatus,
     ErrorBody,
     ErrorFrame,
     FailedMetadata,
@@ -40,6 +42,8 @@ log = logging.getLogger("sidekick.gateway")
 
 SEND_QUEUE_FRAMES = 1024
 SEEN_LIMIT = 4096
+# What the TypeScript seed's server streamed first for a request it routed.
+ROUTED_TEXT = "Processing your request..."
 
 
 @dataclass(eq=False)
@@ -58,16 +62,50 @@ class Connection:
     closed: bool = False
     # Outcome events (by event id) this socket already got, so a replay never repeats one.
     seen: set[str] = field(default_factory=set)
+    # The socket's session (scoped), set by any frame with a uuid, as the seed's server does.
+    session: str | None = None
+    if_busy: IfBusy = "enqueue"
+    # Old clients draw one bubble per turn (chunks ... end): a notice that is not part of the
+    # answer being streamed waits for its end, so it never lands inside that answer.
+    turn_open: bool = False
+    held: list[str] = field(default_factory=list)
+    # Requests routed while this socket watched: it got ROUTED_TEXT first.
+    prefaced: set[str] = field(default_factory=set)
+    spoke_auth: bool = False  # it sent {"auth": ...}: it knows Sidekick's error frames
+
+    @property
+    def error_frames(self) -> bool:
+        """Whether errors reach it as {"error": ...} frames (else as text and an end)."""
+        return self.events or self.spoke_auth
 
     def send(self, frame: OutFrame) -> None:
         if self.closed:
             return
+        if not self.events:
+            if isinstance(frame, StreamFrame):
+                self.turn_open = True
+            elif isinstance(frame, EndFrame):
+                self.turn_open = False
         try:
             self.queue.put_nowait(frame.wire())
         except asyncio.QueueFull:
             log.warning("closing a slow client: send queue full")
             self.closed = True
             asyncio.get_running_loop().create_task(self.close(1008, "send queue full"))
+            return
+        if isinstance(frame, EndFrame) and self.held:
+            held, self.held = self.held, []
+            for text in held:
+                self.notice(text)
+
+    def notice(self, text: str) -> None:
+        """An old client's one-turn message (an error, "queued"): text then an end frame, after
+        the turn it is streaming, if any."""
+        if self.turn_open:
+            self.held.append(text)
+            return
+        self.send(StreamFrame(on_chat_model_stream=text))
+        self.send(EndFrame(on_chat_model_end=True))
 
     def mark_seen(self, event_id: str) -> bool:
         """True the first time this socket is given this outcome."""
@@ -104,6 +142,22 @@ class Hub:
     streamed: dict[str, str] = field(default_factory=dict)
     # Called with (session_id, request_id) when an outcome reached at least one socket live.
     on_delivered: Callable[[str, str], None] | None = None
+    # HTTP callers waiting on one request (the workflow chat, /v1/chat/completions).
+    watchers: dict[str, set[asyncio.Queue[AnyEvent]]] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def watch(self, request_id: str) -> Iterator[asyncio.Queue[AnyEvent]]:
+        """Every client-bound event of one request, in order, while the block runs (enter it
+        before the request is sent, so nothing is missed)."""
+        queue: asyncio.Queue[AnyEvent] = asyncio.Queue()
+        self.watchers.setdefault(request_id, set()).add(queue)
+        try:
+            yield queue
+        finally:
+            queues = self.watchers.get(request_id, set())
+            queues.discard(queue)
+            if not queues:
+                self.watchers.pop(request_id, None)
 
     def attach(self, conn: Connection, session_id: str) -> bool:
         """Attach; True if the socket was not yet attached to this session."""
@@ -129,6 +183,8 @@ class Hub:
         return self.sessions.get(session_id, set())
 
     def dispatch(self, event: AnyEvent) -> None:
+        for queue in self.watchers.get(event.request_id, ()):
+            queue.put_nowait(event)
         if isinstance(event, StreamChunk):
             self.on_chunk(event)
         elif isinstance(event, Progress):
@@ -145,12 +201,15 @@ class Hub:
             conn.send(stream_frame(conn, chunk.text, chunk.request_id))
 
     def on_progress(self, p: Progress) -> None:
-        frame = ProgressEvent.model_validate(
-            {"event": "progress", **p.model_dump(exclude={"kind"})}
-        )
+        frame = progress_frame(p)
         for conn in self._targets(p.session_id):
             if conn.events:
                 conn.send(frame)
+            elif p.stage == "routed" and p.request_id not in conn.prefaced:
+                if len(conn.prefaced) >= SEEN_LIMIT:
+                    conn.prefaced.clear()
+                conn.prefaced.add(p.request_id)
+                conn.send(StreamFrame(on_chat_model_stream=ROUTED_TEXT))
 
     def on_outcome(self, event: Outcome) -> None:
         already = self.streamed.pop(event.request_id, "")
@@ -178,6 +237,10 @@ def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[
     def text(chunk: str) -> None:
         frames.append(stream_frame(conn, chunk, event.request_id))
 
+    if not conn.events and event.request_id in conn.prefaced:
+        conn.prefaced.discard(event.request_id)
+        if not isinstance(event, RequestCancelled):
+            text("\n\n")  # after ROUTED_TEXT, as the seed's server did
     if isinstance(event, RequestCompleted):
         rest = event.output[len(already) :] if event.output.startswith(already) else event.output
         if rest:
@@ -185,10 +248,8 @@ def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[
     elif isinstance(event, RequestFailed):
         if conn.events:
             body = ErrorBody(code=event.code, message=event.error, request_id=event.request_id)
-        else:
-            body = ErrorBody(code=event.code, message=event.error)
-        frames.append(ErrorFrame(error=body))
-        if not conn.events:
+            frames.append(ErrorFrame(error=body))
+        else:  # an old client knows only text and ends (it shows any other key as JSON)
             text(f"Sorry, I could not do that: {event.error}")
     elif isinstance(event, ClarificationRequested):
         if conn.events:
@@ -210,29 +271,41 @@ def questions_text(event: ClarificationRequested) -> str:
     return "\n".join(lines)
 
 
+def progress_frame(p: Progress) -> ProgressEvent:
+    return ProgressEvent.model_validate({"event": "progress", **p.model_dump(exclude={"kind"})})
+
+
+EndMetadata = CompletedMetadata | FailedMetadata | CancelledMetadata | ClarificationMetadata
+
+
+def end_metadata(done: Outcome) -> EndMetadata:
+    """The details of how a request ended (or what it asks), for clients that want them."""
+    if isinstance(done, RequestCompleted):
+        meta = done.model_dump(exclude={"kind", "output", "event_id", "ts", "session_id"})
+        return CompletedMetadata.model_validate(meta)
+    if isinstance(done, RequestFailed):
+        return FailedMetadata(code=done.code, error=done.error, trace_id=done.trace_id)
+    if isinstance(done, RequestCancelled):
+        return CancelledMetadata(reason=done.reason, trace_id=done.trace_id)
+    return ClarificationMetadata(
+        source=done.source, attempt=done.attempt, questions=done.questions, trace_id=None
+    )
+
+
 def end_frame(conn: Connection, done: Outcome) -> EndFrame:
     if not conn.events:
         return EndFrame(on_chat_model_end=True)
-    rid = done.request_id
     if isinstance(done, RequestCompleted):
-        meta = done.model_dump(exclude={"kind", "output", "event_id", "ts", "session_id"})
-        return EndFrame(
-            on_chat_model_end=True,
-            request_id=rid,
-            status=done.status,
-            metadata=CompletedMetadata.model_validate(meta),
-        )
-    if isinstance(done, RequestFailed):
-        failed = FailedMetadata(code=done.code, error=done.error, trace_id=done.trace_id)
-        return EndFrame(on_chat_model_end=True, request_id=rid, status="failed", metadata=failed)
-    if isinstance(done, RequestCancelled):
-        cancelled = CancelledMetadata(reason=done.reason, trace_id=done.trace_id)
-        return EndFrame(
-            on_chat_model_end=True, request_id=rid, status="cancelled", metadata=cancelled
-        )
-    asked = ClarificationMetadata(
-        source=done.source, attempt=done.attempt, questions=done.questions, trace_id=None
-    )
+        status: EndStatus = done.status
+    elif isinstance(done, RequestFailed):
+        status = "failed"
+    elif isinstance(done, RequestCancelled):
+        status = "cancelled"
+    else:
+        status = "awaiting_clarification"
     return EndFrame(
-        on_chat_model_end=True, request_id=rid, status="awaiting_clarification", metadata=asked
+        on_chat_model_end=True,
+        request_id=done.request_id,
+        status=status,
+        metadata=end_metadata(done),
     )

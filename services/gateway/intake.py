@@ -11,25 +11,29 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nats.js.kv import KeyValue
 from opentelemetry import trace
 
 from contracts import (
     CancelRequested,
-    ChatRequested,
     ClarificationAnswered,
     ClarificationRequested,
     Outcome,
     Question,
     RequestRecord,
+    Turn,
 )
+from contracts.base import IfBusy
+from services.gateway.deliveries import Deliveries
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.limits import Limits
+from services.runtime import lanes
 from services.runtime.bus import Bus, msg_id
 from services.runtime.kvstore import key_for
 from services.runtime.lifecycle import IllegalMove, Tracked
+from services.runtime.sessions import answered, asked_text, update_session
 from services.runtime.telemetry import current_trace_id
 
 log = logging.getLogger("sidekick.gateway")
@@ -56,12 +60,26 @@ class Request:
     use_evaluator: bool = True
     skip_cache: bool = False
     request_id: str | None = None
+    planned: bool = False
+    preferences: dict[str, str] = field(default_factory=dict)
+    if_busy: IfBusy = "enqueue"
+    history: list[Turn] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A request taken: whether it is new (not a retried id), and where it stands."""
+
+    fresh: bool
+    behind: str | None = None  # the session's request it waits for, when queued
+    position: int = 0
 
 
 class Intake:
-    def __init__(self, bus: Bus, limits: Limits) -> None:
+    def __init__(self, bus: Bus, limits: Limits, deliveries: Deliveries | None = None) -> None:
         self.bus = bus
         self.limits = limits
+        self.deliveries = deliveries
         self._index: KeyValue | None = None
 
     async def start(self) -> None:
@@ -73,7 +91,7 @@ class Intake:
 
     async def _owned(self, principal: str, request_id: str) -> Tracked:
         tracked = await self.load(request_id)
-        if tracked is None or tracked.value.principal != principal:
+        if tracked is None or tracked.value.principal != principal or tracked.value.hidden:
             raise NotFound(f"No request {request_id}.")
         return tracked
 
@@ -93,47 +111,65 @@ class Intake:
         return record.outcome if record is not None else None
 
     async def submit(
-        self, principal: str, req: Request, request_id: str, *, generated: bool = False
-    ) -> bool:
-        """Accept a new request: limits, its record, the index, then `chat.requested`.
-        Returns False when this principal already sent this request id (a retry). An id the
-        gateway has just `generated` is new: nothing is read to find out."""
-        if not generated:
+        self,
+        principal: str,
+        req: Request,
+        request_id: str,
+        *,
+        chosen: bool = True,
+        session: lanes.Session | None = None,
+    ) -> Accepted:
+        """Accept a new request: limits, its place in its session (services/runtime/lanes.py),
+        its record, the index, then `chat.requested` when its session is free. `chosen`: the
+        client chose the id (a retry of it is answered, not run again); `session`: the
+        session's record as the caller has just read it. Raises Busy (`reject`)."""
+        if chosen:
             existing = await self.record(request_id)
             if existing is not None:
                 if existing.principal != principal:
                     raise Conflict(f"The request id {request_id} is already in use.")
-                return False
+                return Accepted(fresh=False)
         self.admit(principal, request_id)
-        event = ChatRequested(
-            request_id=request_id,
-            session_id=req.session_id,
-            message=req.text,
-            success_criteria=req.success_criteria,
-            use_evaluator=req.use_evaluator,
-            skip_cache=req.skip_cache,
-            principal=principal,
-        )
         # The root of the request's trace: every hop after this one is its descendant.
         with tracer.start_as_current_span(
             "request received",
             kind=trace.SpanKind.SERVER,
             attributes={"sidekick.request_id": request_id, "sidekick.principal": principal},
         ):
-            await self._accept(principal, request_id, req, event)
-        return True
+            return await self._accept(principal, request_id, req, session)
 
     async def _accept(
-        self, principal: str, request_id: str, req: Request, event: ChatRequested
-    ) -> None:
+        self, principal: str, request_id: str, req: Request, session: lanes.Session | None
+    ) -> Accepted:
+        seen = self.deliveries.take(req.session_id) if self.deliveries else []
+        try:
+            place = await lanes.claim(
+                self.bus, req.session_id, request_id, req.if_busy, known=session, delivered=seen
+            )
+        except lanes.Busy:
+            self.limits.release(request_id)
+            self._give_back(req.session_id, seen)
+            raise
+        except Exception as exc:
+            self.limits.release(request_id)
+            self._give_back(req.session_id, seen)
+            log.warning("could not queue a request: %r", exc)
+            raise Unavailable(
+                "Sidekick could not accept the message (the bus is unavailable); please retry."
+            ) from exc
         record = RequestRecord(
             request_id=request_id,
             session_id=req.session_id,
             principal=principal,
             text=req.text,
             success_criteria=req.success_criteria,
-            state="accepted",
-            status="queued",
+            use_evaluator=req.use_evaluator,
+            skip_cache=req.skip_cache,
+            planned=req.planned,
+            preferences=req.preferences,
+            history=req.history,
+            state="accepted" if place.position == 0 else "queued",
+            status="started",
             trace_id=current_trace_id(),
         )
         try:
@@ -141,9 +177,12 @@ class Intake:
                 self.limits.release(request_id)
                 raise Conflict(f"The request id {request_id} is already in use.")
             await self._remember(principal, request_id)
-            await self.bus.publish(
-                event, self.bus.subjects.chat_requested, dedupe_key=msg_id(request_id, "requested")
-            )
+            if place.position == 0:
+                await lanes.publish(self.bus, record)
+            else:
+                await self._queued(request_id, req.session_id, place)
+            if place.start is not None:  # the request before was stale: its successor is due
+                await lanes.start(self.bus, place.start)
         except Conflict:
             raise
         except Exception as exc:
@@ -152,6 +191,20 @@ class Intake:
             raise Unavailable(
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
             ) from exc
+        return Accepted(fresh=True, behind=place.behind, position=place.position)
+
+    def _give_back(self, session_id: str, seen: list[str]) -> None:
+        if self.deliveries is not None and seen:
+            self.deliveries.give_back(session_id, seen)
+
+    async def _queued(self, request_id: str, session_id: str, place: lanes.Claim) -> None:
+        """A queued request: cancel what `interrupt` replaces, and start it at once if the
+        request before it ended while its record was being written."""
+        for other in place.cancel:
+            await self._cancel(other, session_id, "interrupted by a newer message")
+        now = await lanes.load(self.bus, session_id)
+        if now.value.active == request_id:
+            await lanes.start(self.bus, request_id)
 
     async def answer(
         self,
@@ -166,18 +219,25 @@ class Intake:
         of several concurrent answers wins: each moves the request's record from
         awaiting_clarification by compare-and-set, and every other one gets Conflict."""
         tracked = await self._owned(principal, request_id)
-        self.admit(principal, request_id)
-        parked = tracked.revision
+        parked, asked = tracked.revision, _asked(tracked.value)
         try:
             tracked = await self.bus.requests.move(
-                request_id, "decided", known=tracked, clarification_questions=[]
+                request_id,
+                "decided",
+                known=tracked,
+                source="awaiting_clarification",
+                clarification_questions=[],
             )
         except IllegalMove as exc:
-            self.limits.release(request_id)
             now = exc.current.value.status if exc.current is not None else "gone"
             raise Conflict(
                 f"Request {request_id} is not waiting for an answer (it is {now})."
             ) from exc
+        try:  # only the answer that won counts against the limits
+            self.admit(principal, request_id)
+        except RateLimited:
+            await self._unanswer(tracked)
+            raise
         event = ClarificationAnswered(
             request_id=request_id,
             session_id=tracked.value.session_id,
@@ -195,21 +255,35 @@ class Intake:
             self.limits.release(request_id)
             await self._unanswer(tracked)
             raise Unavailable("Sidekick could not pass on the answer; please retry.") from exc
-        return tracked.value
+        said = message or "\n".join(filter(None, [*(answers or {}).values(), additional_context]))
+        questions = asked_text(asked)
+        record = tracked.value
+        try:
+            await update_session(
+                self.bus,
+                record.session_id,
+                lambda rec: answered(rec, request_id, record.text, questions, said),
+            )
+        except Exception as exc:  # the answer is on its way; only the history lacks it
+            log.warning("could not add the answer of %s to its session: %r", request_id, exc)
+        return record
 
     async def cancel(self, principal: str, request_id: str) -> RequestRecord:
         """Ask every hop to stop the request. NotFound for others'; Conflict once it ended."""
         status = await self.owned(principal, request_id)
         if status.ended:
             raise Conflict(f"Request {request_id} has already ended ({status.status}).")
-        event = CancelRequested(request_id=request_id, session_id=status.session_id)
+        await self._cancel(request_id, status.session_id, "cancelled by the user")
+        return status
+
+    async def _cancel(self, request_id: str, session_id: str, reason: str) -> None:
+        event = CancelRequested(request_id=request_id, session_id=session_id, reason=reason)
         try:
             await self.bus.publish(
                 event, self.bus.subjects.request_cancel, dedupe_key=msg_id(request_id, "cancel")
             )
         except Exception as exc:
             raise Unavailable("Sidekick could not pass on the cancel; please retry.") from exc
-        return status
 
     async def _unanswer(self, tracked: Tracked) -> None:
         """Put a request whose answer could not be passed on back to waiting, so that the

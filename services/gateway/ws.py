@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import ClarificationRequested, Outcome, new_id
+from contracts import ClarificationRequested, Outcome, SessionRecord, new_id
 from contracts.frames import (
     CLIENT_FRAME,
     AckEvent,
@@ -25,16 +25,19 @@ from contracts.frames import (
     ErrorFrame,
     InitFrame,
     MessageFrame,
+    QueuedEvent,
     ReadyEvent,
     RejectedMetadata,
     ReplayEvent,
+    SessionFrame,
     in_kind,
 )
 from contracts.http import ErrorResponse
 from services.gateway.auth import Auth
-from services.gateway.errors import GatewayError
+from services.gateway.errors import Busy, GatewayError, Unavailable
 from services.gateway.hub import Connection, Hub, outcome_frames
 from services.gateway.intake import Intake, Request, scoped
+from services.runtime import lanes
 from services.runtime.bus import Bus
 from services.runtime.metrics import GATEWAY_FRAMES_REJECTED
 from services.runtime.sessions import load_session, mark_delivered, update_session
@@ -46,6 +49,10 @@ log = logging.getLogger("sidekick.gateway")
 AUTH_TIMEOUT = 10.0
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_IDLE = 4408
+QUEUED_TEXT = (
+    "Queued: I am still answering your previous message in this conversation; "
+    "I will answer this one next."
+)
 
 
 class ChatSocket:
@@ -111,6 +118,7 @@ class ChatSocket:
     async def _auth_deadline(self, conn: Connection) -> None:
         await asyncio.sleep(AUTH_TIMEOUT)
         if not conn.authenticated:
+            conn.spoke_auth = True  # it said nothing: it gets the error frame
             await self._unauthorized(conn, "No token was sent in time.")
 
     async def _unauthorized(self, conn: Connection, message: str) -> None:
@@ -137,6 +145,7 @@ class ChatSocket:
         if not isinstance(data, dict):
             return self.reject(conn, "invalid_frame", "A frame must be a JSON object.")
         kind = in_kind(data)
+        conn.spoke_auth = conn.spoke_auth or kind == "auth"
         if kind != "auth" and not conn.authenticated:
             return await self._unauthorized(
                 conn, 'Authenticate first: send {"auth": "<token>"} or a Bearer header.'
@@ -158,13 +167,19 @@ class ChatSocket:
             return await self.on_init(conn, frame)
         if isinstance(frame, MessageFrame):
             return await self.on_message(conn, frame)
+        if isinstance(frame, SessionFrame):
+            return await self.join(conn, scoped(conn.principal, frame.uuid))
         return await self.on_cancel(conn, frame)
 
     def reject(
         self, conn: Connection, code: ErrorCode, message: str, request_id: str | None = None
     ) -> None:
+        """An error frame; an old client gets it as text and an end frame (the seed's client
+        shows any key it does not know as raw JSON)."""
         GATEWAY_FRAMES_REJECTED.labels(code).inc()
-        if request_id is not None and conn.events:
+        if not conn.error_frames:
+            conn.notice(f"Sorry, I could not take that message: {message}")
+        elif request_id is not None:
             conn.send(
                 ErrorFrame(error=ErrorBody(code=code, message=message, request_id=request_id))
             )
@@ -175,7 +190,9 @@ class ChatSocket:
         """A well-formed message that cannot be taken: the error, then an end frame, so a
         client waiting for the end of its turn is not left waiting."""
         self.reject(conn, exc.code, exc.message, request_id)
-        if conn.events and request_id is not None:
+        if not conn.error_frames:
+            return  # the notice was a whole turn: text and its end
+        if request_id is not None:
             rejected = RejectedMetadata(code=exc.code)
             conn.send(
                 EndFrame(
@@ -197,25 +214,52 @@ class ChatSocket:
 
     async def on_init(self, conn: Connection, frame: InitFrame) -> None:
         conn.events = conn.events or frame.events
+        conn.if_busy = frame.if_busy or conn.if_busy
+        if frame.uuid is None:
+            if conn.events:
+                conn.send(ReadyEvent(event="ready", uuid=""))
+            return
         session_id = scoped(conn.principal, frame.uuid)
+        conn.session = session_id
         self.hub.attach(conn, session_id)
         if conn.events:
             conn.send(ReadyEvent(event="ready", uuid=frame.uuid))
         await self.replay(conn, session_id)
 
+    async def join(self, conn: Connection, session_id: str) -> None:
+        """Make `session_id` the socket's session (a frame named it), replaying what it missed
+        the first time this socket joins it."""
+        conn.session = session_id
+        if self.hub.attach(conn, session_id):
+            await self.replay(conn, session_id)
+
     async def on_message(self, conn: Connection, frame: MessageFrame) -> None:
+        text = message_text(frame)
+        if not text:
+            return self.reject(conn, "invalid_frame", "The message has no user content.")
         max_chars = self.bus.settings.max_message_chars
-        if len(frame.message) > max_chars:
+        if len(text) > max_chars:
             return self.reject(
                 conn, "message_too_long", f"Messages are limited to {max_chars} characters."
             )
-        session_id = scoped(conn.principal, frame.uuid)
-        if self.hub.attach(conn, session_id):
-            await self.replay(conn, session_id)
+        if frame.uuid is not None:
+            await self.join(conn, scoped(conn.principal, frame.uuid))
+        if conn.session is None:
+            return self.reject(
+                conn, "not_initialised", 'Say which session first: {"init": true, "uuid": ...}.'
+            )
+        session_id = conn.session
+        if_busy = frame.if_busy or conn.if_busy
         try:
-            parked = await self._parked_target(conn, session_id, frame.reply_to)
+            session = await lanes.load(self.bus, session_id)
+        except Exception:
+            return self.refuse(conn, Unavailable("The session store is unavailable."), None)
+        try:
+            parked = None
+            if if_busy != "interrupt":  # interrupting cancels a parked question too
+                parked = await self._parked_target(conn, session.value, frame.reply_to)
             if parked is not None:
-                status = await self.intake.answer(conn.principal, parked, message=frame.message)
+                status = await self.intake.answer(conn.principal, parked, message=text)
                 self.hub.attach(conn, status.session_id)
                 if conn.events:
                     conn.send(AckEvent(event="ack", request_id=parked, action="answer"))
@@ -225,29 +269,50 @@ class ChatSocket:
         request_id = frame.request_id or new_id()
         request = Request(
             session_id=session_id,
-            text=frame.message,
+            text=text,
             success_criteria=frame.success_criteria,
             use_evaluator=frame.use_evaluator,
             skip_cache=frame.skip_cache,
+            if_busy=if_busy,
         )
         try:
-            fresh = await self.intake.submit(
-                conn.principal, request, request_id, generated=frame.request_id is None
+            taken = await self.intake.submit(
+                conn.principal,
+                request,
+                request_id,
+                chosen=frame.request_id is not None,
+                session=session,
             )
+        except lanes.Busy as busy:
+            refusal = Busy(
+                f"This conversation is still answering request {busy.active}; send again "
+                'when it ends, or with "if_busy": "enqueue" or "interrupt".'
+            )
+            return self.refuse(conn, refusal, request_id)
         except GatewayError as exc:
             return self.refuse(conn, exc, request_id)
         if conn.events:
             conn.send(AckEvent(event="ack", request_id=request_id, action="message"))
-        if not fresh:  # a retried id: answer from the stored outcome if it already ended
+        if taken.behind is not None:
+            if conn.events:
+                queued = QueuedEvent(
+                    event="queued",
+                    request_id=request_id,
+                    behind=taken.behind,
+                    position=taken.position,
+                )
+                conn.send(queued)
+            else:
+                conn.notice(QUEUED_TEXT)
+        if not taken.fresh:  # a retried id: answer from the stored outcome if it already ended
             await self._send_stored(conn, request_id)
 
     async def _parked_target(
-        self, conn: Connection, session_id: str, reply_to: str | None
+        self, conn: Connection, record: SessionRecord, reply_to: str | None
     ) -> str | None:
         """The parked request this message answers: `reply_to`, or the session's parked one."""
         if reply_to is not None:
             return reply_to
-        record = await load_session(self.bus, session_id)
         if record.parked is None:
             return None
         status = await self.intake.record(record.parked)
@@ -304,6 +369,15 @@ class ChatSocket:
                 conn.send(ReplayEvent(event="replay", request_id=outcome.request_id))
             for frame in outcome_frames(conn, outcome):
                 conn.send(frame)
+
+
+def message_text(frame: MessageFrame) -> str:
+    """The user's message: the text, or the last user message of a conversation (as the seed's
+    server takes it)."""
+    if isinstance(frame.message, str):
+        return frame.message
+    users = [m.content for m in frame.message if m.role == "user"]
+    return users[-1].strip() if users else ""
 
 
 def describe(exc: ValidationError) -> str:

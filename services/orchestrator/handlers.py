@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from contracts import (
     CancelRequested,
@@ -21,6 +22,7 @@ from contracts import (
     RequestFailed,
     RequestRouted,
     RequestState,
+    Usage,
     VerdictIssued,
     WorkerResult,
     parse_event,
@@ -185,25 +187,27 @@ class Orchestrator:
         return state
 
     async def _decide(self, req: RequestRouted, start: LoopState) -> LoopState:
-        try:
-            decision = await self.llm.structured(
-                conversation(
-                    prompts.system_prompt(self.workers),
-                    req.history,
-                    prompts.request_text(req.message, req.reason, req.success_criteria),
-                ),
-                OrchestratorDecision,
-            )
-        except MODEL_ERRORS as exc:
-            code, error = failure_code(exc), str(exc)
-            return await self._update(
-                req.request_id, lambda s: loop.failed(s, code, error), start=start
-            )
+        if req.planned:  # a workflow: the research pipeline, whose planner may ask the user
+            choice, usage = loop.planned_decision(req), Usage()
+        else:
+            try:
+                decision = await self.llm.structured(
+                    conversation(
+                        prompts.system_prompt(self.workers),
+                        req.history,
+                        prompts.request_text(req.message, req.reason, req.success_criteria),
+                    ),
+                    OrchestratorDecision,
+                )
+            except MODEL_ERRORS as exc:
+                code, error = failure_code(exc), str(exc)
+                return await self._update(
+                    req.request_id, lambda s: loop.failed(s, code, error), start=start
+                )
+            choice, usage = decision.value, decision.usage
         known = set(self.workers)
         state = await self._update(
-            req.request_id,
-            lambda s: loop.decided(s, decision.value, decision.usage, known),
-            start=start,
+            req.request_id, lambda s: loop.decided(s, choice, usage, known), start=start
         )
         if state.decision is not None:
             d = state.decision
@@ -238,7 +242,7 @@ class Orchestrator:
         return await self.store.update(request_id, change, start=start)
 
     async def _move(
-        self, request_id: str, target: RequestState, known: Tracked | None, **changes: object
+        self, request_id: str, target: RequestState, known: Tracked | None, **changes: Any
     ) -> Tracked:
         """Move the request's record, from the copy this process last wrote when it has one."""
         known = known or self.store.record(request_id)

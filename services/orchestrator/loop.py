@@ -54,6 +54,23 @@ def start(request: RequestRouted, max_attempts: int) -> LoopState:
     return LoopState(request=request, max_attempts=max_attempts)
 
 
+PLANNED_CRITERIA = (
+    "A complete, well-organised answer to the request that covers everything it asks for, "
+    "grounded in the cited sources, with any details the user gave respected."
+)
+
+
+def planned_decision(request: RequestRouted) -> OrchestratorDecision:
+    """A workflow's decision, without a model call: research the request as the user wrote it
+    (the research planner asks the user first when it must)."""
+    return OrchestratorDecision(
+        worker_type="RESEARCH",
+        task_description=request.message,
+        parameters=[],
+        success_criteria=request.success_criteria or PLANNED_CRITERIA,
+    )
+
+
 def decided(
     state: LoopState, decision: OrchestratorDecision, usage: Usage, known_workers: set[str]
 ) -> LoopState:

@@ -116,6 +116,7 @@ def next_messages(state: LoopState) -> list[Message]:
             previous_output=previous_output,
             history=req.history,
             clarifications=state.clarifications,
+            preferences=req.preferences,
         )
         return [Dispatch(task)]
     if state.status == "evaluating":

@@ -19,6 +19,7 @@ from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -75,6 +76,7 @@ class ServiceHost:
     probe: Probe | None = None
     started: bool = False
     _server: uvicorn.Server | None = None
+    middleware: Sequence[Middleware] = ()
 
     def __post_init__(self) -> None:
         if self.name != "gateway":
@@ -147,6 +149,7 @@ class ServiceHost:
                 *self.routes,
             ],
             lifespan=lifespan,
+            middleware=list(self.middleware),
         )
 
     def run(self) -> None:

@@ -40,6 +40,7 @@ STATES: tuple[RequestState, ...] = get_args(RequestState)
 ORCH: tuple[Actor, ...] = ("orchestrator",)
 FRONT: tuple[Actor, ...] = ("frontline",)
 EITHER: tuple[Actor, ...] = ("frontline", "orchestrator")
+ANY: tuple[Actor, ...] = ("gateway", "frontline", "orchestrator")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,10 @@ class Move:
 
 
 TABLE: tuple[Move, ...] = (
-    Move(None, "accepted", ("gateway",), "a client's message is accepted"),
+    Move(None, "accepted", ("gateway",), "a client's message is accepted; its session is free"),
+    Move(None, "queued", ("gateway",), "accepted while its session answers another request"),
+    Move("queued", "accepted", ANY, "the request before it ended: its turn (whoever ended that)"),
+    Move("queued", "cancelled", ORCH, "cancelled, or interrupted, while waiting its turn"),
     Move("accepted", "direct", FRONT, "small talk: answered directly, streaming"),
     Move("accepted", "routed", ORCH, "the frontline routed it; the orchestrator took it"),
     Move("accepted", "failed", EITHER, "the frontline's model failed, or delivery ran out"),
@@ -96,8 +100,9 @@ LEGAL: dict[tuple[RequestState | None, RequestState], frozenset[Actor]] = {
 # The workflow seed's status word a client sees in each state. Inside `working`, a worker may
 # show its own pipeline step (researching, synthesizing, validating).
 STATUS: dict[RequestState, WorkflowStatus] = {
-    "accepted": "queued",
-    "direct": "queued",
+    "queued": "queued",
+    "accepted": "started",
+    "direct": "started",
     "routed": "planning",
     "decided": "planning",
     "working": "researching",
@@ -171,17 +176,19 @@ class Requests:
         target: RequestState,
         *,
         known: Tracked | None = None,
+        source: RequestState | None = None,
         **changes: Any,
     ) -> Tracked:
         """Move the request to `target`, setting `changes` on its record, by compare-and-set
         (from `known` first when the caller has just read or written it). Moving to where it
         already is with nothing to change writes nothing. Raises IllegalMove when the table
-        forbids the move from the state found."""
+        forbids the move from the state found, or when `source` is given and the request is
+        not there (of racing movers from `source`, exactly one succeeds)."""
         for _ in range(self.ATTEMPTS):
             current = known if known is not None else await self.load(request_id)
             known = None
-            if current is None:
-                raise IllegalMove(None, target, self.by)
+            if current is None or (source is not None and current.value.state != source):
+                raise IllegalMove(current, target, self.by)
             updated = _moved(current.value, target, changes)
             if updated is None:
                 return current
@@ -191,6 +198,19 @@ class Requests:
             if revision is not None:
                 return Versioned(updated, revision)
         raise RuntimeError(f"could not move request {request_id} (contention)")
+
+    async def hide(self, request_id: str) -> Tracked | None:
+        """Mark the request deleted by its owner (the API no longer lists or finds it), in
+        whatever state it is: not a move, so any actor's moves keep going around it."""
+        for _ in range(self.ATTEMPTS):
+            current = await self.load(request_id)
+            if current is None or current.value.hidden:
+                return current
+            hidden = current.value.model_copy(update={"hidden": True, "updated_at": utcnow()})
+            revision = await write_if(self.kv, request_id, hidden, current.revision)
+            if revision is not None:
+                return Versioned(hidden, revision)
+        raise RuntimeError(f"could not hide request {request_id} (contention)")
 
     async def end(self, outcome: Outcome, *, known: Tracked | None = None) -> Tracked:
         """Record how the request ended (or that it waits for the user). The first end stands:

@@ -1,7 +1,8 @@
 """How a request ends (or parks), whichever service ends it: record the outcome on the
 request's record (the first end stands), update the session's record (history, parked request,
-results not yet seen by a client), and publish the outcome to the gateways once: by the call that
-recorded it (the lifecycle's compare-and-set lets one call do that)."""
+results not yet seen by a client, the session's lane), publish the outcome to the gateways
+once (by the call that recorded it: the lifecycle's compare-and-set lets one call do that), and
+then start the session's next queued request (services/runtime/lanes.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from contracts import (
     SessionRecord,
     WorkflowStatus,
 )
+from services.runtime import lanes
 from services.runtime.bus import Bus, msg_id, redelivered
 from services.runtime.kvstore import Versioned
 from services.runtime.lifecycle import IllegalMove, Tracked
@@ -68,6 +70,7 @@ async def finish(
     records as last read, if the caller has them (saves a read when they are current)."""
     if not isinstance(event, ClarificationRequested) and event.trace_id is None:
         event = event.model_copy(update={"trace_id": current_trace_id()})
+    due: str | None = None
     try:
         ended, moved = await bus.requests.settle(event, known=known)
     except IllegalMove as exc:
@@ -86,12 +89,14 @@ async def finish(
             return winner
         # Before the outcome is published: a gateway that shows it marks it seen in the
         # session right after.
-        await update_session(
+        now = await update_session(
             bus,
             winner.session_id,
             lambda rec: after_outcome(rec, winner, record.text),
             known=session,
         )
+        if now is not None and now.active and now.handoff == winner.request_id:
+            due = now.active  # this end gave the session to the next request
         if moved and not isinstance(event, ClarificationRequested):
             outcome, route = _labels(event)
             REQUESTS.labels(outcome, route).inc()
@@ -99,4 +104,6 @@ async def finish(
             REQUEST_DURATION.labels(outcome, route).observe(took)
     step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
     await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
+    if due is not None:  # after the end is out, so no client sees the next one's first
+        await lanes.start(bus, due)
     return winner

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contracts import Outcome, RequestCompleted, SessionRecord, Turn
+from contracts import Outcome, Question, RequestCompleted, SessionRecord, Turn, utcnow
 from contracts.events import ClarificationRequested
 from services.runtime.bus import Bus
 from services.runtime.kvstore import Versioned, get_model, key_for, mutate_versioned
+from services.runtime.lanes import ended
 
 MAX_STORED_TURNS = 50
 MAX_UNDELIVERED = 50
@@ -56,17 +57,25 @@ async def update_session(
 
 def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> SessionRecord | None:
     """The session once `event` ended (or parked) one of its requests: the turn added, the
-    parked request set or cleared, and the request noted as not yet seen by a client."""
+    parked request set or cleared, the request noted as not yet seen by a client, and, when it
+    ended, the session's next queued request made active (services/runtime/lanes.py)."""
     rid = event.request_id
+    original = record
     turns = list(record.turns)
-    if isinstance(event, RequestCompleted) and not any(t.request_id == rid for t in turns):
-        turns.append(Turn(role="user", content=user_message, request_id=rid))
-        turns.append(Turn(role="assistant", content=event.output, request_id=rid))
+    if isinstance(event, RequestCompleted):
+        # Its user turn may be there already, with the questions it asked and their answers.
+        own = [t for t in turns if t.request_id == rid]
+        if not own:
+            turns.append(Turn(role="user", content=user_message, request_id=rid))
+        if not own or own[-1] != Turn(role="assistant", content=event.output, request_id=rid):
+            turns.append(Turn(role="assistant", content=event.output, request_id=rid))
     parked = record.parked
     if isinstance(event, ClarificationRequested):
         parked = rid
-    elif parked == rid:
-        parked = None
+    else:
+        if parked == rid:
+            parked = None
+        record = ended(record, rid, utcnow())
     undelivered = [r for r in record.undelivered if r != rid] + [rid]
     updated = record.model_copy(
         update={
@@ -75,7 +84,27 @@ def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> S
             "undelivered": undelivered[-MAX_UNDELIVERED:],
         }
     )
-    return None if updated == record else updated
+    return None if updated == original else updated
+
+
+def asked_text(questions: list[Question]) -> str:
+    """The questions of a parked request, as one assistant message."""
+    lines = "\n".join(f"- {q.question}" for q in questions)
+    return f"I need a little more information before I go on:\n{lines}"
+
+
+def answered(
+    record: SessionRecord, request_id: str, user_message: str, asked: str, answer: str
+) -> SessionRecord | None:
+    """The session once the user answered a parked request's questions: the request, the
+    questions and the answer become turns (so the conversation reads as it happened, and the
+    agents see it in the history)."""
+    turns = list(record.turns)
+    if not any(t.request_id == request_id for t in turns):
+        turns.append(Turn(role="user", content=user_message, request_id=request_id))
+    turns.append(Turn(role="assistant", content=asked, request_id=request_id))
+    turns.append(Turn(role="user", content=answer, request_id=request_id))
+    return record.model_copy(update={"turns": turns[-MAX_STORED_TURNS:]})
 
 
 def mark_delivered(record: SessionRecord, request_ids: list[str]) -> SessionRecord | None:

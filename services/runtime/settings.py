@@ -156,6 +156,11 @@ class Settings(BaseSettings):
         default=10, ge=0, description="Requests in flight per principal; 0 = no limit."
     )
     max_message_chars: int = Field(default=20_000, ge=1, description="Longest user message.")
+    cors_origins: str = Field(
+        default="",
+        description="Origins (comma-separated, e.g. http://localhost:5173) whose pages may call "
+        "the HTTP API from a browser; empty: none (same-origin only).",
+    )
     max_connections: int = Field(
         default=10_000, ge=1, description="Open HTTP/WebSocket connections one server holds."
     )

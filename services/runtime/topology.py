@@ -48,6 +48,7 @@ BUCKETS: dict[str, float] = {
     "cache": 30 * DAY,
     "index": 30 * DAY,
     "parked": 0,
+    "preferences": 0,
 }
 
 
@@ -86,8 +87,8 @@ def roles(s: Subjects) -> dict[str, Role]:
     outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
     return {
         "gateway": Role(
-            reads=("sessions", "status", "index"),
-            writes=("sessions", "status", "index"),
+            reads=("sessions", "status", "index", "preferences"),
+            writes=("sessions", "status", "index", "preferences"),
             watches=("index",),
             publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
             subscribe=(s.out_all, s.pong_all),
@@ -97,7 +98,9 @@ def roles(s: Subjects) -> dict[str, Role]:
             consumers=("frontline",),
             reads=("sessions", "status", "ledger"),
             writes=("sessions", "status", "ledger"),
+            # chat.requested: the session's next request, when this one's end starts it.
             publish=(
+                s.chat_requested,
                 s.request_routed,
                 s.stream("*"),
                 s.progress("*"),
@@ -112,6 +115,7 @@ def roles(s: Subjects) -> dict[str, Role]:
             writes=("requests", "sessions", "status", "ledger", "cache", "parked"),
             watches=("cache", "parked"),
             publish=(
+                s.chat_requested,
                 s.worker_run_all,
                 s.evaluator_run,
                 s.progress("*"),

@@ -34,6 +34,16 @@ PRINCIPALS = (
     "rupert",
     "sybil",
     "uma",
+    "alan",
+    "beth",
+    "cody",
+    "dora",
+    "ella",
+    "fred",
+    "gina",
+    "hank",
+    "iris",
+    "jack",
 )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import websockets
 
+from services.gateway.hub import ROUTED_TEXT
 from services.runtime.natsserver import die_with_parent
 from tests.support.lockednats import users_for
 
@@ -93,12 +94,15 @@ class System:
     def start(self, name: str) -> None:
         log = open(self.log_dir / f"{self.namespace}-{name}.log", "ab")  # noqa: SIM115
         env = self.service_env()
-        if name in self.service_urls:
-            env["SIDEKICK_NATS_URL"] = self.service_urls[name]
-        if name != "gateway":
+        service, _, port = name.partition(":")  # "gateway:PORT": another gateway replica
+        if service in self.service_urls:
+            env["SIDEKICK_NATS_URL"] = self.service_urls[service]
+        if port:
+            env["SIDEKICK_GATEWAY_PORT"] = port
+        elif name != "gateway":
             env["SIDEKICK_OPS_PORT"] = str(self.ops_ports.setdefault(name, free_port()))
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "run", name],
+            [sys.executable, "-m", "services.cli", "run", service],
             env=env,
             cwd=ROOT,
             stdout=log,
@@ -137,10 +141,17 @@ class System:
             time.sleep(0.1)
         raise TimeoutError("services did not become ready:\n" + self.logs_tail())
 
+    def replica(self) -> str:
+        """Start another gateway replica of this system; its base URL once it is ready."""
+        port = free_port()
+        self.restart(f"gateway:{port}")
+        return f"http://127.0.0.1:{port}"
+
     def is_ready(self, name: str) -> bool:
-        if name == "gateway":
+        if name.startswith("gateway"):
+            port = name.partition(":")[2] or str(self.gateway_port)
             try:
-                with urllib.request.urlopen(self.http_url + "/readyz", timeout=1) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
                     return bool(r.status == 200)
             except OSError:
                 return False
@@ -189,6 +200,12 @@ class Conversation:
         return "".join(
             f["on_chat_model_stream"] for f in self.frames if "on_chat_model_stream" in f
         )
+
+    @property
+    def answer(self) -> str:
+        """The text without what an old client is sent first for a routed request (the
+        TypeScript seed's "Processing your request..." and a blank line)."""
+        return self.text.removeprefix(f"{ROUTED_TEXT}\n\n")
 
     @property
     def chunks(self) -> list[str]:

@@ -67,6 +67,8 @@ function onFrame(f) {
     $("send").disabled = false;
   } else if (f.event === "ack") {
     conversation.onAck(f);
+  } else if (f.event === "queued") {
+    conversation.onQueued(f);
   } else if (f.event === "replay") {
     conversation.onReplay(f);
   } else if (f.event === "progress") {

@@ -109,6 +109,12 @@ export class Conversation {
     if (f.action !== "cancel") this.busy(this.card(f.request_id), true);
   }
 
+  onQueued(f) {
+    // One conversation at a time: this message waits for the one before to be answered.
+    step(this.card(f.request_id), "Queued: answered after the message before it (" +
+      (f.position === 1 ? "next" : "number " + f.position + " in line") + ")");
+  }
+
   onReplay(f) {
     // What ended while we were away comes whole: drop any half-streamed text first.
     const c = this.card(f.request_id);

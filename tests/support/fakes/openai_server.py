@@ -102,7 +102,27 @@ def default_orchestrator(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
 
 
 def default_worker(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
-    return "Answer to: " + last_user(body).split("\n")[0]
+    first = last_user(body).split("\n")[0]
+    schema = structured(body)
+    if schema == "ResearchPlan":  # the research pipeline's planner: plan, never ask
+        return research_plan(first.removeprefix("Research task: "))
+    if schema == "ResearchSynthesis":
+        goal = first.removeprefix("Research goal: ")
+        return {"answer_markdown": f"Answer to: {goal} [1]", "confidence": "high", "citations": [1]}
+    return "Answer to: " + first
+
+
+def research_plan(goal: str, questions: list[str] | None = None) -> dict[str, Any]:
+    """A research planner's reply: search for the goal, or ask these questions first."""
+    return {
+        "goal": goal,
+        "steps": ["search", "summarise"],
+        "search_queries": [goal[:80]],
+        "requirements": ["answers the request"],
+        "freshness_required": False,
+        "clarification_needed": bool(questions),
+        "questions": [{"id": f"q{n}", "question": q} for n, q in enumerate(questions or [], 1)],
+    }
 
 
 def default_evaluator(body: dict[str, Any]) -> Reply | str | dict[str, Any]:

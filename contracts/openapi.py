@@ -1,0 +1,190 @@
+"""The gateway's HTTP API as an OpenAPI 3.1 document, made from the bodies in `contracts.http`
+(served at `/openapi.json`, committed as `contracts/schemas/openapi.json`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from contracts import http
+from contracts import openai as oai
+
+Body = type[BaseModel]
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    summary: str
+    body: Body | None = None
+    answers: dict[int, Body | None] = field(default_factory=dict)
+    tag: str = "workflows"
+
+
+ERRORS: dict[int, Body | None] = {
+    401: http.ErrorResponse,
+    404: http.ErrorResponse,
+    422: http.ErrorResponse,
+}
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("get", "/health", "Health", answers={200: http.Health}, tag="health"),
+    Operation(
+        "post",
+        "/api/workflows/",
+        "Start a workflow (planned by the research pipeline)",
+        http.CreateWorkflow,
+        {201: http.WorkflowAccepted, 429: http.ErrorResponse, **ERRORS},
+    ),
+    Operation(
+        "get",
+        "/api/workflows/",
+        "The caller's workflows, newest first",
+        answers={200: http.WorkflowList, **ERRORS},
+    ),
+    Operation(
+        "get",
+        "/api/workflows/{workflow_id}",
+        "A workflow's status, state and final output",
+        answers={200: http.WorkflowView, **ERRORS},
+    ),
+    Operation(
+        "delete",
+        "/api/workflows/{workflow_id}",
+        "Cancel (if running) and remove a workflow",
+        answers={204: None, **ERRORS},
+    ),
+    Operation(
+        "post",
+        "/api/workflows/{workflow_id}/feedback",
+        "Answer a workflow's clarification questions",
+        http.WorkflowFeedback,
+        {200: http.WorkflowResumed, 409: http.ErrorResponse, **ERRORS},
+    ),
+    Operation(
+        "post",
+        "/api/workflows/{workflow_id}/chat",
+        "Ask about a workflow",
+        http.WorkflowChat,
+        {200: http.WorkflowChatReply, 409: http.ErrorResponse, **ERRORS},
+    ),
+    Operation(
+        "get",
+        "/api/preferences/",
+        "The caller's preferences",
+        answers={200: http.Preferences, **ERRORS},
+        tag="preferences",
+    ),
+    Operation(
+        "post",
+        "/api/preferences/",
+        "Set a preference",
+        http.PreferenceIn,
+        {200: http.Preference, **ERRORS},
+        tag="preferences",
+    ),
+    Operation(
+        "delete",
+        "/api/preferences/{key}",
+        "Remove a preference",
+        answers={204: None, **ERRORS},
+        tag="preferences",
+    ),
+    Operation(
+        "get",
+        "/api/sessions",
+        "The caller's chat conversations",
+        answers={200: http.SessionList, **ERRORS},
+        tag="page",
+    ),
+    Operation(
+        "get",
+        "/api/sessions/{uuid}/history",
+        "One conversation's turns",
+        answers={200: http.SessionHistory, **ERRORS},
+        tag="page",
+    ),
+    Operation(
+        "get",
+        "/api/outbox",
+        "The caller's mail kept unsent",
+        answers={200: http.OutboxListing, **ERRORS},
+        tag="page",
+    ),
+    Operation(
+        "get", "/api/config", "The page's settings", answers={200: http.PageConfig}, tag="page"
+    ),
+    Operation(
+        "post",
+        "/v1/chat/completions",
+        "OpenAI-compatible chat completion (JSON, or SSE chunks of ChatCompletionChunk when "
+        "stream is true)",
+        oai.ChatCompletionRequest,
+        {200: oai.ChatCompletion, 400: oai.OpenAIError, 401: oai.OpenAIError, 404: oai.OpenAIError},
+        tag="openai",
+    ),
+    Operation(
+        "get",
+        "/v1/models",
+        "The models: sidekick, sidekick-direct",
+        answers={200: oai.ModelList, 401: oai.OpenAIError},
+        tag="openai",
+    ),
+)
+
+
+def document(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
+    operations = (*OPERATIONS, *extra)
+    models: set[Body] = set()
+    for op in operations:
+        if op.body is not None:
+            models.add(op.body)
+        models.update(m for m in op.answers.values() if m is not None)
+    ordered = sorted(models, key=lambda m: m.__name__)
+    refs, defs = models_json_schema(
+        [(m, "validation") for m in ordered], ref_template="#/components/schemas/{model}"
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for op in operations:
+        item: dict[str, Any] = {"summary": op.summary, "tags": [op.tag], "responses": {}}
+        params = [p.strip("{}") for p in op.path.split("/") if p.startswith("{")]
+        if params:
+            item["parameters"] = [
+                {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+                for p in params
+            ]
+        if op.body is not None:
+            item["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
+            }
+        for code, model in op.answers.items():
+            answer: dict[str, Any] = {"description": "OK" if code < 300 else "Error"}
+            if model is not None:
+                answer["content"] = {"application/json": {"schema": refs[(model, "validation")]}}
+            item["responses"][str(code)] = answer
+        paths.setdefault(op.path, {})[op.method] = item
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Sidekick gateway",
+            "version": "1",
+            "description": "The workflows API (compatible with the workflow seed), the page's "
+            "API and the OpenAI-compatible endpoint. Bearer tokens when the gateway has them.",
+        },
+        "components": {
+            "schemas": defs.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+    }
+
+
+def rendered() -> str:
+    return json.dumps(document(), indent=2, sort_keys=True) + "\n"

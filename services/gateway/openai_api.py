@@ -1,0 +1,391 @@
+"""An OpenAI-compatible endpoint, so the `openai` SDKs and chat front ends (Open WebUI, ...)
+talk to Sidekick: `POST /v1/chat/completions` (JSON or SSE) and `GET /v1/models`, behind the
+same bearer tokens and principals as the WebSocket.
+
+The last user message is the request and the earlier ones its history; the conversation
+(Sidekick's session) is the `user` field or the `X-Sidekick-Session` header, else a new one
+per call. In a named conversation a question Sidekick asked is answered by the next call's
+user message, and requests wait their turn as on the WebSocket. `sidekick-direct` skips the
+evaluator loop. Progress (routed, attempts, verdicts) travels in the added `sidekick` field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from contracts import (
+    OUTCOMES,
+    AnyEvent,
+    ClarificationRequested,
+    Outcome,
+    Progress,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    StreamChunk,
+    Turn,
+    new_id,
+)
+from contracts.frames import ID_PATTERN, EndStatus, ProgressEvent
+from contracts.openai import (
+    MODELS,
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Choice,
+    ChunkChoice,
+    CompletionUsage,
+    Delta,
+    ModelCard,
+    ModelList,
+    OpenAIError,
+    OpenAIErrorBody,
+    SidekickInfo,
+)
+from services.gateway.api import parse_body, principal_of
+from services.gateway.auth import Auth
+from services.gateway.errors import GatewayError, Invalid, NotFound, RateLimited, Unauthorized
+from services.gateway.hub import Hub, end_metadata, progress_frame, questions_text
+from services.gateway.intake import Intake, scoped
+from services.gateway.intake import Request as NewRequest
+from services.runtime import lanes
+
+CREATED = 1_735_689_600  # the models' "created" (2025-01-01): a fixed date, as they do not change
+WAIT = 600.0  # seconds a call waits for its answer
+KEEPALIVE = 15.0  # an SSE comment this often while nothing else is sent
+SESSION_HEADER = "x-sidekick-session"
+SESSION = re.compile(ID_PATTERN)
+ERROR_TYPES = {
+    401: "authentication_error",
+    404: "invalid_request_error",
+    409: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "server_error",
+}
+
+
+def openai_error(status: int, message: str, code: str | None, param: str | None = None) -> Response:
+    kind = ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+    body = OpenAIError(error=OpenAIErrorBody(message=message, type=kind, param=param, code=code))
+    return JSONResponse(body.model_dump(mode="json"), status_code=status)
+
+
+def refused(exc: GatewayError) -> Response:
+    status = 400 if isinstance(exc, Invalid) and exc.http_status == 422 else exc.http_status
+    code = "invalid_api_key" if isinstance(exc, Unauthorized) else exc.code
+    response = openai_error(status, exc.message, code)
+    if isinstance(exc, RateLimited):
+        response.headers["retry-after"] = str(exc.retry_after)
+    return response
+
+
+class OpenAIApi:
+    def __init__(self, hub: Hub, intake: Intake, auth: Auth) -> None:
+        self.hub = hub
+        self.intake = intake
+        self.auth = auth
+        self.bus = intake.bus
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/models/{model}", self.model, methods=["GET"]),
+            Route("/v1/chat/completions", self.completions, methods=["POST"]),
+        ]
+
+    async def models(self, request: Request) -> Response:
+        try:
+            principal_of(request, self.auth)
+        except Unauthorized as exc:
+            return refused(exc)
+        cards = [
+            ModelCard(id=m, object="model", created=CREATED, owned_by="sidekick") for m in MODELS
+        ]
+        return JSONResponse(ModelList(object="list", data=cards).model_dump(mode="json"))
+
+    async def model(self, request: Request) -> Response:
+        try:
+            principal_of(request, self.auth)
+        except Unauthorized as exc:
+            return refused(exc)
+        name = str(request.path_params["model"])
+        if name not in MODELS:
+            return openai_error(404, f"The model '{name}' does not exist.", "model_not_found")
+        return JSONResponse(card(name).model_dump(mode="json"))
+
+    async def completions(self, request: Request) -> Response:
+        stack = contextlib.ExitStack()
+        try:
+            principal = principal_of(request, self.auth)
+            body = await parse_body(request, ChatCompletionRequest)
+            call = await self._start(principal, body, request, stack)
+        except GatewayError as exc:
+            stack.close()
+            return refused(exc)
+        if body.stream:
+            return StreamingResponse(
+                self._stream(call, body, stack),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+            )
+        with stack:
+            return await self._complete(call, body)
+
+    async def _start(
+        self,
+        principal: str,
+        body: ChatCompletionRequest,
+        request: Request,
+        stack: contextlib.ExitStack,
+    ) -> Call:
+        if body.model not in MODELS:
+            raise NotFound(
+                f"The model '{body.model}' does not exist; Sidekick offers {', '.join(MODELS)}."
+            )
+        users = [n for n, m in enumerate(body.messages) if m.role == "user" and m.text.strip()]
+        if not users:
+            raise Invalid("messages holds no user message with text.")
+        last = users[-1]
+        text = body.messages[last].text.strip()
+        if len(text) > self.bus.settings.max_message_chars:
+            raise Invalid(
+                f"Messages are limited to {self.bus.settings.max_message_chars} characters."
+            )
+        history = [
+            Turn(role=m.role, content=m.text)
+            for m in body.messages[:last]
+            if m.role in ("user", "assistant") and m.text
+        ]
+        uuid = body.user or request.headers.get(SESSION_HEADER) or f"v1-{new_id()}"
+        if not _valid_session(uuid):
+            raise Invalid(
+                "The session (user or X-Sidekick-Session) must be 1-128 of A-Z a-z 0-9 _ . : -."
+            )
+        session_id = scoped(principal, uuid)
+        session = await lanes.load(self.bus, session_id)
+        parked = session.value.parked
+        if parked is not None:
+            record = await self.intake.record(parked)
+            if (
+                record is not None
+                and record.principal == principal
+                and record.state == "awaiting_clarification"
+            ):
+                events = stack.enter_context(self.hub.watch(parked))
+                await self.intake.answer(principal, parked, message=text)
+                return Call(parked, uuid, events)
+        request_id = new_id()
+        events = stack.enter_context(self.hub.watch(request_id))
+        new = NewRequest(
+            session_id=session_id,
+            text=text,
+            use_evaluator=body.model == "sidekick",
+            history=history,
+        )
+        await self.intake.submit(principal, new, request_id, chosen=False, session=session)
+        call = Call(request_id, uuid, events)
+        stack.callback(self._abandoned, principal, call)
+        return call
+
+    async def _complete(self, call: Call, body: ChatCompletionRequest) -> Response:
+        progress: list[ProgressEvent] = []
+        try:
+            outcome = await self._outcome(call, progress)
+        except TimeoutError:
+            return JSONResponse(timeout_error(call).model_dump(mode="json"), status_code=504)
+        if isinstance(outcome, RequestFailed):
+            return openai_error(500, outcome.error, outcome.code)
+        completion = ChatCompletion(
+            id=f"chatcmpl-{call.request_id}",
+            object="chat.completion",
+            created=int(time.time()),
+            model=body.model,
+            choices=[
+                Choice(
+                    index=0,
+                    message=AssistantMessage(role="assistant", content=answer_of(outcome)),
+                    finish_reason="stop",
+                )
+            ],
+            usage=usage_of(outcome),
+            sidekick=info(call, outcome, progress),
+        )
+        call.ended = True
+        return JSONResponse(completion.model_dump(mode="json"))
+
+    async def _outcome(self, call: Call, progress: list[ProgressEvent]) -> Outcome:
+        try:
+            async with asyncio.timeout(WAIT):
+                while True:
+                    event = await call.events.get()
+                    if isinstance(event, Progress):
+                        progress.append(progress_frame(event))
+                    elif isinstance(event, OUTCOMES):
+                        return event
+        except TimeoutError:
+            stored = await self.intake.outcome(call.request_id)
+            if stored is not None:
+                return stored
+            raise
+
+    async def _stream(
+        self, call: Call, body: ChatCompletionRequest, stack: contextlib.ExitStack
+    ) -> AsyncIterator[bytes]:
+        created = int(time.time())
+
+        def chunk(
+            delta: Delta, finish: bool = False, sidekick: SidekickInfo | None = None
+        ) -> bytes:
+            return ChatCompletionChunk(
+                id=f"chatcmpl-{call.request_id}",
+                object="chat.completion.chunk",
+                created=created,
+                model=body.model,
+                choices=[
+                    ChunkChoice(index=0, delta=delta, finish_reason="stop" if finish else None)
+                ],
+                sidekick=sidekick,
+            ).sse()
+
+        with stack:
+            yield chunk(Delta(role="assistant", content=""))
+            streamed, progress = "", []
+            deadline = asyncio.get_running_loop().time() + WAIT
+            while True:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    yield timeout_error(call).sse()
+                    break
+                try:
+                    event: AnyEvent = await asyncio.wait_for(
+                        call.events.get(), min(KEEPALIVE, left)
+                    )
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if isinstance(event, StreamChunk):
+                    streamed += event.text
+                    yield chunk(Delta(content=event.text))
+                elif isinstance(event, Progress):
+                    frame = progress_frame(event)
+                    progress.append(frame)
+                    working = SidekickInfo(
+                        request_id=call.request_id,
+                        session=call.session,
+                        status="working",
+                        progress=[frame],
+                    )
+                    yield chunk(Delta(), sidekick=working)
+                elif isinstance(event, OUTCOMES):
+                    call.ended = True
+                    if isinstance(event, RequestFailed):
+                        body_ = OpenAIErrorBody(
+                            message=event.error, type="server_error", code=event.code
+                        )
+                        yield OpenAIError(error=body_).sse()
+                        break
+                    answer = answer_of(event)
+                    rest = answer[len(streamed) :] if answer.startswith(streamed) else answer
+                    if rest:
+                        yield chunk(Delta(content=rest))
+                    yield chunk(Delta(), finish=True, sidekick=info(call, event, progress))
+                    if body.stream_options is not None and body.stream_options.include_usage:
+                        yield ChatCompletionChunk(
+                            id=f"chatcmpl-{call.request_id}",
+                            object="chat.completion.chunk",
+                            created=created,
+                            model=body.model,
+                            choices=[],
+                            usage=usage_of(event),
+                        ).sse()
+                    break
+            yield b"data: [DONE]\n\n"
+
+    def _abandoned(self, principal: str, call: Call) -> None:
+        """The caller went away (or gave up waiting) before the answer: stop the work for it."""
+        if call.ended:
+            return
+
+        async def cancel() -> None:
+            with contextlib.suppress(GatewayError):
+                await self.intake.cancel(principal, call.request_id)
+
+        task = asyncio.get_running_loop().create_task(cancel())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class Call:
+    """One completion call: the request it waits on, its conversation, its events."""
+
+    def __init__(self, request_id: str, session: str, events: asyncio.Queue[AnyEvent]) -> None:
+        self.request_id = request_id
+        self.session = session
+        self.events = events
+        self.ended = False
+
+
+def _valid_session(uuid: str) -> bool:
+    return SESSION.match(uuid) is not None
+
+
+def answer_of(outcome: Outcome) -> str:
+    if isinstance(outcome, RequestCompleted):
+        return outcome.output
+    if isinstance(outcome, ClarificationRequested):
+        return questions_text(outcome)
+    if isinstance(outcome, RequestCancelled):
+        return f"(Cancelled: {outcome.reason}.)"
+    return outcome.error
+
+
+def usage_of(outcome: Outcome) -> CompletionUsage:
+    used = outcome.usage if isinstance(outcome, RequestCompleted) else None
+    prompt, completion = (used.input_tokens, used.output_tokens) if used else (0, 0)
+    return CompletionUsage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )
+
+
+def card(name: str) -> ModelCard:
+    return ModelCard(id=name, object="model", created=CREATED, owned_by="sidekick")
+
+
+def info(call: Call, outcome: Outcome, progress: list[ProgressEvent]) -> SidekickInfo:
+    status: EndStatus
+    if isinstance(outcome, RequestCompleted):
+        status = outcome.status
+    elif isinstance(outcome, ClarificationRequested):
+        status = "awaiting_clarification"
+    elif isinstance(outcome, RequestCancelled):
+        status = "cancelled"
+    else:
+        status = "failed"
+    return SidekickInfo(
+        request_id=call.request_id,
+        session=call.session,
+        status=status,
+        progress=progress,
+        questions=list(outcome.questions) if isinstance(outcome, ClarificationRequested) else [],
+        metadata=end_metadata(outcome),
+    )
+
+
+def timeout_error(call: Call) -> OpenAIError:
+    return OpenAIError(
+        error=OpenAIErrorBody(
+            message=f"No answer within {WAIT:g} s (request {call.request_id}).",
+            type="server_error",
+            code="timeout",
+        )
+    )

@@ -1,0 +1,199 @@
+"""One conversation at a time: a session's requests are answered one after another, never
+interleaved, whichever socket or gateway replica each came through.
+
+The order lives on the bus, in the session's record (`sessions` bucket), as its lane:
+`active` (the request being answered, or waiting for the user's answers), `queued` (the
+requests waiting their turn, oldest first) and `handoff` (which request's end gave the session
+to `active`). Every change is a compare-and-set on that one key:
+
+    gateway, new message     claim(): a free session -> the request is `active` (its record is
+                             created `accepted` and published); a busy one -> `enqueue` appends
+                             it (record `queued`), `reject` refuses it (`Busy`), `interrupt`
+                             makes it the only one waiting and cancels the rest
+    frontline/orchestrator,  ended(), inside the session update every end already makes
+    a request ends           (`outcomes.finish`): the first queued request becomes `active`,
+                             and once the end is published, `start()` moves it queued ->
+                             accepted and publishes its `chat.requested`
+
+A free session costs nothing extra: the gateway reads the session's record anyway (a parked
+question may be answered) and the claim is the one write that reading earns; the end's session
+update was already there. A crash is covered: a re-run of an end starts `active` again when
+`handoff` names it (the publish is deduplicated), and a claim older than `STALE` whose request
+never got a record, or whose request has ended, no longer holds the session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import get_args
+
+from opentelemetry import context, trace
+
+from contracts import ChatRequested, RequestRecord, SessionRecord, utcnow
+from contracts.base import IfBusy
+from services.runtime.bus import Bus, msg_id
+from services.runtime.kvstore import Versioned, get_model, key_for, write_if
+from services.runtime.lifecycle import IllegalMove, Tracked
+from services.runtime.telemetry import current_trace_id
+
+IF_BUSY: tuple[IfBusy, ...] = get_args(IfBusy)
+STALE = timedelta(seconds=60)
+ATTEMPTS = 20
+
+tracer = trace.get_tracer("sidekick.lanes")
+
+Session = Versioned[SessionRecord]
+
+
+class Busy(Exception):
+    """`reject`: the session is answering another request."""
+
+    def __init__(self, active: str) -> None:
+        super().__init__(active)
+        self.active = active
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Where a new request stands in its session after the claim."""
+
+    session: Session
+    behind: str | None  # the request it waits for (None: it runs now)
+    position: int  # 0 runs now; n: n-th in the queue
+    cancel: tuple[str, ...]  # interrupt: the requests to cancel
+    start: str | None  # a queued request the claim found due (its predecessor was stale)
+
+
+def ended(record: SessionRecord, request_id: str, now: datetime) -> SessionRecord:
+    """The lane once `request_id` has ended: out of the queue, and if it was active, the first
+    queued request is active now, handed off by it."""
+    queued = [r for r in record.queued if r != request_id]
+    if record.active != request_id:
+        return record.model_copy(update={"queued": queued})
+    nxt = queued.pop(0) if queued else None
+    return record.model_copy(
+        update={
+            "active": nxt,
+            "active_since": now if nxt else None,
+            "queued": queued,
+            "handoff": request_id if nxt else None,
+        }
+    )
+
+
+def claimed(
+    record: SessionRecord, request_id: str, mode: IfBusy, now: datetime
+) -> tuple[SessionRecord, int, tuple[str, ...]]:
+    """The lane with `request_id` in it: (record, position, requests to cancel)."""
+    if record.active is None:
+        update = {"active": request_id, "active_since": now, "handoff": None}
+        return record.model_copy(update=update), 0, ()
+    if mode == "reject":
+        raise Busy(record.active)
+    if mode == "interrupt":
+        cancel = (record.active, *record.queued)
+        return record.model_copy(update={"queued": [request_id]}), 1, cancel
+    queued = [*record.queued, request_id]
+    return record.model_copy(update={"queued": queued}), len(queued), ()
+
+
+async def load(bus: Bus, session_id: str) -> Session:
+    record, revision = await get_model(bus.kv.sessions, key_for(session_id), SessionRecord)
+    return Versioned(record or SessionRecord(), revision)
+
+
+async def claim(
+    bus: Bus,
+    session_id: str,
+    request_id: str,
+    mode: IfBusy,
+    known: Session | None = None,
+    delivered: list[str] | tuple[str, ...] = (),
+) -> Claim:
+    """Put a new request in its session's lane (compare-and-set, from `known` when the caller
+    has just read the session), noting in the same write the results a client has seen
+    (`delivered`). Raises Busy for `reject` when the session is busy."""
+    for _ in range(ATTEMPTS):
+        session = known if known is not None else await load(bus, session_id)
+        known = None
+        lane, start = session.value, None
+        now = utcnow()
+        busy = lane.active is not None and lane.active != request_id
+        if busy and await _stale(bus, lane, now):
+            assert lane.active is not None
+            lane = ended(lane, lane.active, now)
+            start = lane.active
+        if request_id in (lane.active, *lane.queued):  # a retried claim that was written
+            return Claim(session, None, 0, (), None)
+        if delivered:
+            lane = lane.model_copy(
+                update={"undelivered": [r for r in lane.undelivered if r not in delivered]}
+            )
+        updated, position, cancel = claimed(lane, request_id, mode, now)
+        revision = await write_if(bus.kv.sessions, key_for(session_id), updated, session.revision)
+        if revision is not None:
+            behind = None if position == 0 else updated.active
+            return Claim(Versioned(updated, revision), behind, position, cancel, start)
+    raise RuntimeError(f"could not queue a request in session {session_id} (contention)")
+
+
+async def _stale(bus: Bus, lane: SessionRecord, now: datetime) -> bool:
+    """Whether the active request no longer holds the session: it ended (its end never
+    reached the lane), or its record never appeared."""
+    assert lane.active is not None
+    tracked = await bus.requests.load(lane.active)
+    if tracked is None:
+        since = lane.active_since or now
+        return now - since > STALE
+    return tracked.value.ended
+
+
+def request_of(record: RequestRecord) -> ChatRequested:
+    """The request's `chat.requested`, from its record."""
+    return ChatRequested(
+        request_id=record.request_id,
+        session_id=record.session_id,
+        message=record.text,
+        success_criteria=record.success_criteria,
+        use_evaluator=record.use_evaluator,
+        skip_cache=record.skip_cache,
+        principal=record.principal,
+        planned=record.planned,
+        preferences=record.preferences,
+        history=record.history,
+    )
+
+
+async def publish(bus: Bus, record: RequestRecord) -> None:
+    """Send an accepted request on its way (deduplicated: safe to repeat)."""
+    await bus.publish(
+        request_of(record),
+        bus.subjects.chat_requested,
+        dedupe_key=msg_id(record.request_id, "requested"),
+    )
+
+
+async def start(bus: Bus, request_id: str) -> None:
+    """Its turn: move a queued request to accepted and publish it. Whoever finds it due may call
+    this (the end before it, a re-run of that end, the gateway that queued it); a request that
+    has no record yet is started by the gateway that is writing it, and one already on its way
+    is published again only under the same dedupe key."""
+    tracked: Tracked | None = await bus.requests.load(request_id)
+    if tracked is None or tracked.value.state not in ("queued", "accepted"):
+        return
+    # Its own trace, not the one of the request that ended before it.
+    with tracer.start_as_current_span(
+        "request dequeued",
+        context=context.Context(),
+        kind=trace.SpanKind.PRODUCER,
+        attributes={"sidekick.request_id": request_id},
+    ):
+        if tracked.value.state == "queued":
+            try:
+                tracked = await bus.requests.move(
+                    request_id, "accepted", known=tracked, trace_id=current_trace_id()
+                )
+            except IllegalMove:
+                return  # cancelled while it waited
+        await publish(bus, tracked.value)
