@@ -122,6 +122,19 @@ async def publish_cost(url: str, n: int) -> dict[str, float]:
     nc = await nats.connect(url)
     body = json.dumps({"kind": "stream.chunk", "text": "hello " * 4}).encode()
     headers = {"content-type": "application/json"}
+
+    async def write_each() -> None:
+        await nc.publish("hot.pub", body, headers=headers)
+        await asyncio.sleep(0)  # the client's flusher writes it before the next one
+
+    async def reply(msg: Any) -> None:
+        await msg.respond(b"ok")
+
+    await nc.subscribe("hot.rr", cb=reply)
+
+    async def round_trip() -> None:
+        await nc.request("hot.rr", b"q", timeout=5)
+
     out = {
         "FastStream + telemetry + prometheus": await cpu_us(
             n, lambda: traced.publish(body, "hot.pub", headers=headers)
@@ -130,6 +143,10 @@ async def publish_cost(url: str, n: int) -> dict[str, float]:
             n, lambda: bare.publish(body, "hot.pub", headers=headers)
         ),
         "nats-py": await cpu_us(n, lambda: nc.publish("hot.pub", body, headers=headers)),
+        "nats-py, one socket write each (no batching)": await cpu_us(n, write_each),
+        "nats-py request/reply through nats-server (both ends here)": await cpu_us(
+            max(n // 4, 100), round_trip
+        ),
     }
     await nc.close()
     await traced.stop()
