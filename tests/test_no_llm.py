@@ -18,9 +18,8 @@ from tests.test_cli_chat import chat_env
 
 @pytest.fixture(scope="module")
 def bare_system(nats_server: NatsServer, logs_dir: Path) -> Iterator[System]:
-    sys_ = System(nats_server.url, {}, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with System(nats_server.url, {}, logs_dir).start_all() as sys_:
+        yield sys_
 
 
 def test_the_sentence_names_the_variables_an_example_and_the_doctor() -> None:

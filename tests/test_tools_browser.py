@@ -33,11 +33,10 @@ ORANGE = """<!doctype html><html><head><title>Orange</title></head><body>
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[FakeSite]:
-    fake = FakeSite().start()
-    fake.page("/", INDEX)
-    fake.page("/orange", ORANGE)
-    yield fake
-    fake.stop()
+    with FakeSite() as fake:
+        fake.page("/", INDEX)
+        fake.page("/orange", ORANGE)
+        yield fake
 
 
 @pytest.fixture(scope="module")

@@ -31,27 +31,6 @@ SCREENSHOTS = ROOT / "tests" / "artifacts" / "tools-e2e"
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[FakeSite]:
-    fake = FakeSite().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def wiki() -> Iterator[FakeWikipedia]:
-    fake = FakeWikipedia().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def pushover() -> Iterator[FakePushover]:
-    fake = FakePushover().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def tools_system(
     nats_server: NatsServer,
     fake_llm: FakeOpenAI,
@@ -78,9 +57,8 @@ def tools_system(
             "BRAVE_SEARCH_API_KEY": "",
             "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
         }
-        sys_ = System(nats_server.url, env, logs_dir).start_all()
-        yield sys_
-        sys_.stop()
+        with System(nats_server.url, env, logs_dir).start_all() as sys_:
+            yield sys_
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:

@@ -18,13 +18,6 @@ from tests.support.harness import Client, System, llm_env
 
 
 @pytest.fixture(scope="module")
-def otlp() -> Iterator[FakeOTLP]:
-    fake = FakeOTLP().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def traced(
     nats_server: NatsServer, fake_llm: FakeOpenAI, otlp: FakeOTLP, logs_dir: Path
 ) -> Iterator[System]:
@@ -33,9 +26,8 @@ def traced(
         "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
-    sys_ = System(nats_server.url, env, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with System(nats_server.url, env, logs_dir).start_all() as sys_:
+        yield sys_
 
 
 def descendants(spans: list[Span], root: Span) -> list[Span]:

@@ -28,26 +28,18 @@ from tests.support.xss import (
 
 
 @pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def md_system(
     nats_server: NatsServer, fake_llm: FakeOpenAI, brave: FakeBrave, logs_dir: Path
 ) -> Iterator[System]:
-    sys_ = start_system(
+    with start_system(
         nats_server.url,
         fake_llm,
         logs_dir,
         SIDEKICK_AUTH_TOKENS=tokens_env(),
         BRAVE_SEARCH_API_KEY=brave.token,
         SIDEKICK_BRAVE_BASE_URL=brave.url,
-    )
-    yield sys_
-    sys_.stop()
+    ) as sys_:
+        yield sys_
 
 
 @pytest.fixture(scope="module")

@@ -25,27 +25,6 @@ SENDER = "sidekick@example.com"
 
 
 @pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    fake = FakeSendGrid().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def pages() -> Iterator[PageServer]:
-    server = PageServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def keyed(
     nats_server: NatsServer,
     fake_llm: FakeOpenAI,
@@ -54,7 +33,7 @@ def keyed(
     sendgrid: FakeSendGrid,
     pages: PageServer,
 ) -> Iterator[System]:
-    sys_ = start_system(
+    with start_system(
         nats_server.url,
         fake_llm,
         logs_dir,
@@ -65,9 +44,8 @@ def keyed(
         SIDEKICK_SENDGRID_BASE_URL=sendgrid.url,
         # The page server (under both its names) is operator-trusted here.
         SIDEKICK_EGRESS_ALLOW=f"127.0.0.1:{pages.port},localhost:{pages.port}",
-    )
-    yield sys_
-    sys_.stop()
+    ) as sys_:
+        yield sys_
 
 
 @pytest.fixture(autouse=True)

@@ -22,9 +22,8 @@ from tests.support.workers_support import by_schema, decide, start_system
 
 @pytest.fixture(scope="module")
 def keyless(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    sys_ = start_system(nats_server.url, fake_llm, logs_dir)
-    yield sys_
-    sys_.stop()
+    with start_system(nats_server.url, fake_llm, logs_dir) as sys_:
+        yield sys_
 
 
 def get_json(url: str) -> Any:

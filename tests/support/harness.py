@@ -42,7 +42,8 @@ def llm_env(base_url: str) -> dict[str, str]:
 
 @dataclass
 class System:
-    """The five services, each its own process, in their own namespace on a shared server."""
+    """The five services, each its own process, in their own namespace on a shared server.
+    A module's fixture: `with System(...).start_all() as sys_: yield sys_` (stopped after)."""
 
     nats_url: str
     env: dict[str, str]
@@ -176,6 +177,12 @@ class System:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{name} did not restart:\n{self.log(name)[-3000:]}")
             time.sleep(0.1)
+
+    def __enter__(self) -> System:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def stop(self) -> None:
         for proc in self.procs.values():
