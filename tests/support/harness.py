@@ -40,8 +40,22 @@ def llm_env(base_url: str) -> dict[str, str]:
     return env
 
 
+class LoopbackGateway:
+    """A gateway listening on 127.0.0.1:`gateway_port`, and where a client reaches it."""
+
+    gateway_port: int
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.gateway_port}/ws"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
+
+
 @dataclass
-class System:
+class System(LoopbackGateway):
     """The five services, each its own process, in their own namespace on a shared server.
     A module's fixture: `with System(...).start_all() as sys_: yield sys_` (stopped after)."""
 
@@ -55,14 +69,6 @@ class System:
     service_urls: dict[str, str] = field(default_factory=dict)
     # Health/metrics port of each non-gateway service, kept across restarts.
     ops_ports: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.gateway_port}/ws"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.gateway_port}"
 
     def metrics_url(self, name: str) -> str:
         """Where one service serves /metrics (the gateway on its own port, others on ops)."""
