@@ -33,7 +33,8 @@ from services.workers.tools.toolbox import Args, Call, RunContext, Toolset, tool
 
 log = logging.getLogger("sidekick.workers.tools.browser")
 
-LAUNCH_ARGS = (
+# Headless Chromium that starts quietly: no GPU, no first-run page, no calls home.
+HEADLESS_ARGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -42,6 +43,9 @@ LAUNCH_ARGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+)
+LAUNCH_ARGS = (
+    *HEADLESS_ARGS,
     # WebRTC could otherwise send UDP around the proxy.
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
