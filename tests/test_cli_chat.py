@@ -21,6 +21,7 @@ from rich.console import Console
 from services.cli.chatview import RichView, split_sources
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
 from tests.support.harness import ROOT, System
+from tests.support.scripts import evaluator_asks
 from tests.support.workers_support import decide
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -67,13 +68,7 @@ def test_through_a_pipe_it_prints_plain_answers_steps_and_outcomes(
 def test_clarifications_refusals_and_errors_reach_a_plain_client(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    verdicts = iter(
-        [
-            verdict(False, 20, "Which city?", user_input_needed=True, questions=["Which city?"]),
-            verdict(True, 90, "Good."),
-        ]
-    )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    evaluator_asks(fake_llm)
     decisions = iter(
         [
             decide("GENERAL", "the weather for the trip"),
