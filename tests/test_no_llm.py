@@ -45,8 +45,7 @@ async def test_an_old_client_reads_the_sentence_as_text_then_the_end(bare_system
 async def test_an_event_client_gets_the_sentence_in_its_error_and_a_failed_end(
     bare_system: System,
 ) -> None:
-    async with Client(bare_system.ws_url, events=True) as client:
-        convo = await client.ask("hello")
+    convo = await bare_system.ask("hello")
     (error,) = convo.errors
     assert (error["code"], error["message"]) == ("llm_not_configured", no_model_message())
     assert convo.end["status"] == "failed"

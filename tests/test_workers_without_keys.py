@@ -35,11 +35,9 @@ async def test_search_without_a_brave_key_is_an_honest_error(
     keyless: System, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.script("fake-orchestrator", decide("SEARCH", "Find x", query="x"))
-    async with Client(keyless.ws_url, events=True) as client:
-        convo = await client.ask("search for x")
-    (error,) = convo.errors
-    assert error["code"] == "worker_failed"
-    assert "Web search is not configured: set BRAVE_SEARCH_API_KEY" in error["message"]
+    convo = await keyless.ask("search for x")
+    error = convo.only_error("worker_failed")
+    assert "Web search is not configured: set BRAVE_SEARCH_API_KEY" in error
     assert convo.end["status"] == "failed"
     assert fake_llm.chat_calls("fake-worker") == []  # no answer was made up
 

@@ -184,6 +184,11 @@ class System(LoopbackGateway):
                 raise TimeoutError(f"{name} did not restart:\n{self.log(name)[-3000:]}")
             time.sleep(0.1)
 
+    async def ask(self, message: str, **extra: Any) -> Conversation:
+        """One request on a socket of its own (events mode), up to its end frame."""
+        async with Client(self.ws_url, events=True) as client:
+            return await client.ask(message, **extra)
+
     def __enter__(self) -> System:
         return self
 
@@ -231,6 +236,12 @@ class Conversation:
     @property
     def end(self) -> dict[str, Any]:
         return next(f for f in self.frames if "on_chat_model_end" in f)
+
+    def only_error(self, code: str) -> str:
+        """The message of the request's one error frame, whose code must be `code`."""
+        (error,) = self.errors
+        assert error["code"] == code, error
+        return str(error["message"])
 
     def progress(self, stage: str) -> list[dict[str, Any]]:
         return [f for f in self.frames if f.get("event") == "progress" and f["stage"] == stage]
