@@ -1,6 +1,7 @@
-"""Fixtures any test module may take (tests/conftest.py loads this module as a plugin): the
-outside world's fakes, each a fresh server for the module that takes it, started before its
-first test and stopped after its last. A module scripts its fakes, and resets them in an
+"""Fixtures any test module may take (tests/conftest.py loads this module as a plugin).
+
+The outside world's fakes: each a fresh server for the module that takes it, started before
+its first test and stopped after its last. A module scripts its fakes, and resets them in an
 autouse fixture of its own; what one module scripts never reaches another's."""
 
 from __future__ import annotations
@@ -40,3 +41,12 @@ pushover = served(FakePushover)
 wiki = served(FakeWikipedia)
 site = served(FakeSite)
 otlp = served(FakeOTLP)
+
+
+@pytest.fixture
+def bare_llm_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """`monkeypatch`, with the shared SIDEKICK_LLM_BASE_URL, _API_KEY and _MODEL unset: a
+    settings test sets what it reads, whatever the developer's shell holds."""
+    for name in ("SIDEKICK_LLM_BASE_URL", "SIDEKICK_LLM_API_KEY", "SIDEKICK_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
