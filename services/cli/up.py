@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from services.runtime import secrets
 from services.runtime.logs import log_format, setup_logging
 from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
 from services.runtime.natsserver import NatsServer, die_with_parent
+from services.runtime.readyz import wait_ok
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.up")
@@ -130,16 +130,7 @@ class Supervisor:
     def wait_ready(self, timeout: float = 90.0) -> bool:
         """Until the gateway's /readyz says every service answered over the bus."""
         url = f"http://{self.host}:{self.port}/readyz"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self.stopping:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    if resp.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.2)
-        return False
+        return wait_ok(url, timeout, probe_timeout=5, still=lambda: not self.stopping)
 
     def _keep_nats(self) -> None:
         nats = self.nats

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import websockets
 
 from services.gateway.hub import ROUTED_TEXT
 from services.runtime.natsserver import die_with_parent
+from services.runtime.readyz import answers_ok
 from tests.support.lockednats import users_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,11 +157,7 @@ class System(LoopbackGateway):
     def is_ready(self, name: str) -> bool:
         if name.startswith("gateway"):
             port = name.partition(":")[2] or str(self.gateway_port)
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                    return bool(r.status == 200)
-            except OSError:
-                return False
+            return answers_ok(f"http://127.0.0.1:{port}/readyz", timeout=1)
         return f"{name} ready (pid {self.procs[name].pid})" in self.log(name)
 
     def log(self, name: str) -> str:
