@@ -10,7 +10,7 @@ import time
 import uuid
 
 from services.runtime.natsserver import NatsServer
-from tests.support.harness import ROOT, free_port
+from tests.support.harness import ROOT, bootstrap_process, free_port
 
 
 def run_service(name: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -57,14 +57,7 @@ def test_a_service_started_before_the_bootstrap_waits_for_it_then_goes_on(
     try:
         deadline = time.monotonic() + 30
         seen = read_until(proc, "waiting for the bus topology", "", deadline)
-        booted = subprocess.run(
-            [sys.executable, "-m", "services.cli", "bootstrap"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        booted = bootstrap_process(env)
         assert booted.returncode == 0, booted.stderr
         seen = read_until(proc, "evaluator ready", seen, deadline)
         assert seen.count("waiting for the bus topology") == 1

@@ -54,26 +54,21 @@ class Child:
         return self.process is not None and self.process.poll() is None
 
 
+@dataclass(kw_only=True, eq=False)
 class Supervisor:
-    def __init__(
-        self,
-        *,
-        data_dir: Path,
-        port: int,
-        nats_url: str | None,
-        workers: str | None,
-        host: str = "127.0.0.1",
-    ) -> None:
-        self.data_dir = data_dir
-        self.port = port
-        self.host = host
-        self.nats_url = nats_url
-        self.workers = workers
-        self.nats: NatsServer | None = None
-        self.nats_restarts: list[float] = []
-        self.children: list[Child] = []
-        self.stopping = False
-        self.hurry = False  # a second Ctrl-C: do not wait for the children
+    """`sidekick up`: the nats-server (unless `nats_url` names one) and the five services,
+    each restarted when it dies."""
+
+    data_dir: Path
+    port: int
+    nats_url: str | None
+    workers: str | None
+    host: str = "127.0.0.1"
+    nats: NatsServer | None = field(default=None, init=False)
+    nats_restarts: list[float] = field(default_factory=list, init=False)
+    children: list[Child] = field(default_factory=list, init=False)
+    stopping: bool = field(default=False, init=False)
+    hurry: bool = field(default=False, init=False)  # a second Ctrl-C: do not wait for children
 
     def _env(self, service: str, nats_url: str) -> dict[str, str]:
         # Built for this child: the configuration, and of the secrets only its role's.

@@ -40,6 +40,18 @@ def llm_env(base_url: str) -> dict[str, str]:
     return env
 
 
+def bootstrap_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`sidekick bootstrap` run to its end with `env`; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", "bootstrap"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 class LoopbackGateway:
     """A gateway listening on 127.0.0.1:`gateway_port`, and where a client reaches it."""
 
@@ -119,14 +131,9 @@ class System(LoopbackGateway):
 
     def bootstrap(self) -> None:
         """What `sidekick up` does first: the streams, buckets and consumers, as admin."""
-        subprocess.run(
-            [sys.executable, "-m", "services.cli", "bootstrap"],
-            env=self.service_env(),
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        done = bootstrap_process(self.service_env())
+        if done.returncode != 0:
+            raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stderr}")
 
     def start_all(self, timeout: float = 60.0, services: tuple[str, ...] = SERVICES) -> System:
         self.service_urls = users_for(self.nats_url, self.namespace) or {}
