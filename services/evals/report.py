@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,7 @@ def result_dict(
         "outbox": out.outbox,
         "error_code": out.error_code,
         "error": out.error,
-        "checks": [c.as_dict() for c in run.checks],
+        "checks": [asdict(c) for c in run.checks],
         "judge": run.judge,
         "answer": out.text[:4000],
     }
