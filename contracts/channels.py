@@ -10,25 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from contracts import events
 from contracts import subjects as names
 from contracts.email import OutboxEntry
-from contracts.events import (
-    CancelRequested,
-    ChatRequested,
-    ClarificationAnswered,
-    ClarificationRequested,
-    DeadLetter,
-    EvaluationRequested,
-    Progress,
-    RequestCancelled,
-    RequestCompleted,
-    RequestFailed,
-    RequestRouted,
-    StreamChunk,
-    VerdictIssued,
-    WorkerResult,
-    WorkerTask,
-)
 from contracts.health import Ping, Pong
 
 Service = Literal["gateway", "frontline", "orchestrator", "evaluator", "workers"]
@@ -52,7 +36,7 @@ ENDERS: tuple[Service, ...] = ("frontline", "orchestrator")
 CHANNELS: tuple[Channel, ...] = (
     Channel(
         names.CHAT_REQUESTED,
-        ChatRequested,
+        events.ChatRequested,
         "work",
         ("gateway", "frontline", "orchestrator"),
         ("frontline",),
@@ -61,7 +45,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.REQUEST_ROUTED,
-        RequestRouted,
+        events.RequestRouted,
         "work",
         ("frontline",),
         ("orchestrator",),
@@ -69,7 +53,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.WORKER_RUN,
-        WorkerTask,
+        events.WorkerTask,
         "work",
         ("orchestrator",),
         ("workers",),
@@ -77,7 +61,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.WORKER_COMPLETED,
-        WorkerResult,
+        events.WorkerResult,
         "work",
         ("workers",),
         ("orchestrator",),
@@ -85,7 +69,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.EVALUATOR_RUN,
-        EvaluationRequested,
+        events.EvaluationRequested,
         "work",
         ("orchestrator",),
         ("evaluator",),
@@ -93,7 +77,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.EVALUATION_COMPLETED,
-        VerdictIssued,
+        events.VerdictIssued,
         "work",
         ("evaluator",),
         ("orchestrator",),
@@ -101,7 +85,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.REQUEST_ANSWERED,
-        ClarificationAnswered,
+        events.ClarificationAnswered,
         "work",
         ("gateway",),
         ("orchestrator",),
@@ -109,7 +93,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.REQUEST_CANCEL,
-        CancelRequested,
+        events.CancelRequested,
         "work",
         ("gateway",),
         ("orchestrator", "frontline", "workers"),
@@ -117,7 +101,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.STREAM,
-        StreamChunk,
+        events.StreamChunk,
         "core",
         ("frontline",),
         CLIENT_BOUND,
@@ -125,7 +109,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.PROGRESS,
-        Progress,
+        events.Progress,
         "core",
         ENDERS,
         CLIENT_BOUND,
@@ -133,7 +117,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.REQUEST_COMPLETED,
-        RequestCompleted,
+        events.RequestCompleted,
         "results",
         ENDERS,
         CLIENT_BOUND,
@@ -141,7 +125,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.REQUEST_FAILED,
-        RequestFailed,
+        events.RequestFailed,
         "results",
         ENDERS,
         CLIENT_BOUND,
@@ -149,7 +133,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.REQUEST_CLARIFICATION,
-        ClarificationRequested,
+        events.ClarificationRequested,
         "results",
         ("orchestrator",),
         CLIENT_BOUND,
@@ -157,7 +141,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.REQUEST_CANCELLED,
-        RequestCancelled,
+        events.RequestCancelled,
         "results",
         ENDERS,
         CLIENT_BOUND,
@@ -189,7 +173,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.DEADLETTER,
-        DeadLetter,
+        events.DeadLetter,
         "deadletter",
         ("frontline", "orchestrator", "evaluator", "workers"),
         (),

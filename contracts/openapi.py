@@ -32,6 +32,17 @@ ERRORS: dict[int, Body | None] = {
     422: http.ErrorResponse,
 }
 
+
+def read(path: str, summary: str, answer: Body, tag: str = "workflows") -> Operation:
+    """A GET answering `answer`, or one of the usual errors."""
+    return Operation("get", path, summary, answers={200: answer, **ERRORS}, tag=tag)
+
+
+def remove(path: str, summary: str, tag: str = "workflows") -> Operation:
+    """A DELETE answering 204 with no body, or one of the usual errors."""
+    return Operation("delete", path, summary, answers={204: None, **ERRORS}, tag=tag)
+
+
 OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/health", "Health", answers={200: http.Health}, tag="health"),
     Operation(
@@ -41,24 +52,13 @@ OPERATIONS: tuple[Operation, ...] = (
         http.CreateWorkflow,
         {201: http.WorkflowAccepted, 429: http.ErrorResponse, **ERRORS},
     ),
-    Operation(
-        "get",
-        "/api/workflows/",
-        "The caller's workflows, newest first",
-        answers={200: http.WorkflowList, **ERRORS},
-    ),
-    Operation(
-        "get",
+    read("/api/workflows/", "The caller's workflows, newest first", http.WorkflowList),
+    read(
         "/api/workflows/{workflow_id}",
         "A workflow's status, state and final output",
-        answers={200: http.WorkflowView, **ERRORS},
+        http.WorkflowView,
     ),
-    Operation(
-        "delete",
-        "/api/workflows/{workflow_id}",
-        "Cancel (if running) and remove a workflow",
-        answers={204: None, **ERRORS},
-    ),
+    remove("/api/workflows/{workflow_id}", "Cancel (if running) and remove a workflow"),
     Operation(
         "post",
         "/api/workflows/{workflow_id}/feedback",
@@ -73,13 +73,7 @@ OPERATIONS: tuple[Operation, ...] = (
         http.WorkflowChat,
         {200: http.WorkflowChatReply, 409: http.ErrorResponse, **ERRORS},
     ),
-    Operation(
-        "get",
-        "/api/preferences/",
-        "The caller's preferences",
-        answers={200: http.Preferences, **ERRORS},
-        tag="preferences",
-    ),
+    read("/api/preferences/", "The caller's preferences", http.Preferences, tag="preferences"),
     Operation(
         "post",
         "/api/preferences/",
@@ -88,34 +82,12 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: http.Preference, **ERRORS},
         tag="preferences",
     ),
-    Operation(
-        "delete",
-        "/api/preferences/{key}",
-        "Remove a preference",
-        answers={204: None, **ERRORS},
-        tag="preferences",
+    remove("/api/preferences/{key}", "Remove a preference", tag="preferences"),
+    read("/api/sessions", "The caller's chat conversations", http.SessionList, tag="page"),
+    read(
+        "/api/sessions/{uuid}/history", "One conversation's turns", http.SessionHistory, tag="page"
     ),
-    Operation(
-        "get",
-        "/api/sessions",
-        "The caller's chat conversations",
-        answers={200: http.SessionList, **ERRORS},
-        tag="page",
-    ),
-    Operation(
-        "get",
-        "/api/sessions/{uuid}/history",
-        "One conversation's turns",
-        answers={200: http.SessionHistory, **ERRORS},
-        tag="page",
-    ),
-    Operation(
-        "get",
-        "/api/outbox",
-        "The caller's mail kept unsent",
-        answers={200: http.OutboxListing, **ERRORS},
-        tag="page",
-    ),
+    read("/api/outbox", "The caller's mail kept unsent", http.OutboxListing, tag="page"),
     Operation(
         "get", "/api/config", "The page's settings", answers={200: http.PageConfig}, tag="page"
     ),

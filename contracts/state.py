@@ -5,13 +5,16 @@ ended). The rules for moving a request from one state to the next live in
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AwareDatetime, Field
 
 from contracts.base import Model, Turn, WorkflowStatus, utcnow
 from contracts.decisions import Question, WorkerType
 from contracts.events import Outcome
+
+TerminalState = Literal["completed", "partial", "failed", "cancelled"]
+"""How a request's life ends (and the orchestrator's attempt loop with it)."""
 
 RequestState = Literal[
     "queued",
@@ -22,14 +25,11 @@ RequestState = Literal[
     "working",
     "evaluating",
     "awaiting_clarification",
-    "completed",
-    "partial",
-    "failed",
-    "cancelled",
+    TerminalState,
 ]
 """Where a request is in its life (see `services/runtime/lifecycle.py` for the moves)."""
 
-TERMINAL_STATES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
+TERMINAL_STATES: frozenset[str] = frozenset(get_args(TerminalState))
 
 
 class SessionRecord(Model):

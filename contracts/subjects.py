@@ -6,7 +6,10 @@ several test runs, can share one NATS server without seeing each other.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import overload
 
 DEFAULT_NAMESPACE = "sidekick"
 
@@ -37,115 +40,109 @@ PING = "health.ping"
 PONG = "health.pong.{source}"
 
 
+class _Name:
+    """A name made from the namespace, read as an attribute of `Subjects`: a subject
+    (`_Name.subject(...)`), a stream or a KV bucket."""
+
+    def __init__(self, make: Callable[[str], str]) -> None:
+        self.make = make
+
+    @classmethod
+    def subject(cls, relative: str) -> _Name:
+        return cls(lambda namespace: f"{namespace}.{relative}")
+
+    @classmethod
+    def stream(cls, suffix: str) -> _Name:
+        return cls(lambda namespace: f"{namespace.upper()}_{suffix}")
+
+    @classmethod
+    def bucket(cls, name: str) -> _Name:
+        return cls(lambda namespace: f"{namespace}_{name}")
+
+    @overload
+    def __get__(self, subjects: None, owner: type[Subjects]) -> _Name: ...
+
+    @overload
+    def __get__(self, subjects: Subjects, owner: type[Subjects]) -> str: ...
+
+    def __get__(self, subjects: Subjects | None, owner: type[Subjects]) -> _Name | str:
+        return self if subjects is None else self.make(subjects.namespace)
+
+
+class _Each:
+    """A subject naming one thing (a request, a service), its template's one `{field}` filled
+    by the call: `subjects.request_completed(request_id)`."""
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+
+    @overload
+    def __get__(self, subjects: None, owner: type[Subjects]) -> _Each: ...
+
+    @overload
+    def __get__(self, subjects: Subjects, owner: type[Subjects]) -> Callable[[str], str]: ...
+
+    def __get__(
+        self, subjects: Subjects | None, owner: type[Subjects]
+    ) -> _Each | Callable[[str], str]:
+        if subjects is None:
+            return self
+        namespace, template = subjects.namespace, self.template
+        return lambda value: f"{namespace}." + _FIELD.sub(lambda _: value, template)
+
+
+_FIELD = re.compile(r"\{\w+\}")
+
+
 @dataclass(frozen=True)
 class Subjects:
-    """Absolute names for one namespace."""
+    """Absolute names for one namespace: `Subjects("t1").chat_requested` is
+    `t1.chat.requested`, `Subjects("t1").request_failed(rid)` is `t1.out.<rid>.failed`."""
 
     namespace: str = DEFAULT_NAMESPACE
 
-    def _abs(self, name: str) -> str:
-        return f"{self.namespace}.{name}"
-
-    @property
-    def chat_requested(self) -> str:
-        return self._abs(CHAT_REQUESTED)
-
-    @property
-    def request_routed(self) -> str:
-        return self._abs(REQUEST_ROUTED)
-
-    @property
-    def orchestrator_decided(self) -> str:
-        return self._abs(ORCHESTRATOR_DECIDED)
-
-    def worker_run(self, kind: str) -> str:
-        return self._abs(WORKER_RUN.format(kind=kind.lower()))
-
-    @property
-    def worker_run_all(self) -> str:
-        return self._abs(WORKER_RUN.format(kind="*"))
-
-    @property
-    def worker_completed(self) -> str:
-        return self._abs(WORKER_COMPLETED)
-
-    @property
-    def evaluator_run(self) -> str:
-        return self._abs(EVALUATOR_RUN)
-
-    @property
-    def evaluation_completed(self) -> str:
-        return self._abs(EVALUATION_COMPLETED)
-
-    def request_completed(self, request_id: str) -> str:
-        return self._abs(REQUEST_COMPLETED.format(request_id=request_id))
-
-    def request_failed(self, request_id: str) -> str:
-        return self._abs(REQUEST_FAILED.format(request_id=request_id))
-
-    def request_clarification(self, request_id: str) -> str:
-        return self._abs(REQUEST_CLARIFICATION.format(request_id=request_id))
-
-    def request_cancelled(self, request_id: str) -> str:
-        return self._abs(REQUEST_CANCELLED.format(request_id=request_id))
-
-    @property
-    def request_answered(self) -> str:
-        return self._abs(REQUEST_ANSWERED)
-
-    @property
-    def request_cancel(self) -> str:
-        """Durable for the orchestrator; every other hop also hears it on core NATS."""
-        return self._abs(REQUEST_CANCEL)
-
-    def stream(self, request_id: str) -> str:
-        return self._abs(STREAM.format(request_id=request_id))
-
-    def progress(self, request_id: str) -> str:
-        return self._abs(PROGRESS.format(request_id=request_id))
-
-    @property
-    def out_all(self) -> str:
-        """Every client-bound event of every request."""
-        return self._abs("out.>")
-
-    def deadletter(self, source: str) -> str:
-        return self._abs(DEADLETTER.format(source=source))
-
-    def outbox(self, request_id: str) -> str:
-        return self._abs(OUTBOX.format(request_id=request_id))
-
-    @property
-    def outbox_all(self) -> str:
-        return self._abs("outbox.>")
-
-    @property
-    def ping(self) -> str:
-        return self._abs(PING)
-
-    def pong(self, service: str) -> str:
-        return self._abs(PONG.format(source=service))
-
-    @property
-    def pong_all(self) -> str:
-        return self._abs(PONG.format(source="*"))
+    chat_requested = _Name.subject(CHAT_REQUESTED)
+    request_routed = _Name.subject(REQUEST_ROUTED)
+    orchestrator_decided = _Name.subject(ORCHESTRATOR_DECIDED)
+    worker_run_all = _Name.subject(WORKER_RUN.format(kind="*"))
+    worker_completed = _Name.subject(WORKER_COMPLETED)
+    evaluator_run = _Name.subject(EVALUATOR_RUN)
+    evaluation_completed = _Name.subject(EVALUATION_COMPLETED)
+    request_completed = _Each(REQUEST_COMPLETED)
+    request_failed = _Each(REQUEST_FAILED)
+    request_clarification = _Each(REQUEST_CLARIFICATION)
+    request_cancelled = _Each(REQUEST_CANCELLED)
+    request_answered = _Name.subject(REQUEST_ANSWERED)
+    # Durable for the orchestrator; every other hop also hears it on core NATS.
+    request_cancel = _Name.subject(REQUEST_CANCEL)
+    stream = _Each(STREAM)
+    progress = _Each(PROGRESS)
+    # Every client-bound event of every request.
+    out_all = _Name.subject("out.>")
+    deadletter = _Each(DEADLETTER)
+    outbox = _Each(OUTBOX)
+    outbox_all = _Name.subject("outbox.>")
+    ping = _Name.subject(PING)
+    pong = _Each(PONG)
+    pong_all = _Name.subject(PONG.format(source="*"))
 
     # JetStream streams and KV buckets.
-    @property
-    def work_stream(self) -> str:
-        return f"{self.namespace.upper()}_WORK"
+    work_stream = _Name.stream("WORK")
+    results_stream = _Name.stream("RESULTS")
+    deadletter_stream = _Name.stream("DEADLETTER")
+    outbox_stream = _Name.stream("OUTBOX")
+    requests_bucket = _Name.bucket("requests")
+    sessions_bucket = _Name.bucket("sessions")
+    ledger_bucket = _Name.bucket("ledger")
+    # Request records (services/runtime/lifecycle.py).
+    status_bucket = _Name.bucket("status")
+    cache_bucket = _Name.bucket("cache")
 
-    @property
-    def results_stream(self) -> str:
-        return f"{self.namespace.upper()}_RESULTS"
+    def worker_run(self, kind: str) -> str:
+        return f"{self.namespace}.{WORKER_RUN.format(kind=kind.lower())}"
 
-    @property
-    def deadletter_stream(self) -> str:
-        return f"{self.namespace.upper()}_DEADLETTER"
-
-    @property
-    def outbox_stream(self) -> str:
-        return f"{self.namespace.upper()}_OUTBOX"
+    def bucket(self, name: str) -> str:
+        return f"{self.namespace}_{name}"
 
     @property
     def work_subjects(self) -> list[str]:
@@ -168,30 +165,6 @@ class Subjects:
             self.request_clarification("*"),
             self.request_cancelled("*"),
         ]
-
-    def bucket(self, name: str) -> str:
-        return f"{self.namespace}_{name}"
-
-    @property
-    def requests_bucket(self) -> str:
-        return self.bucket("requests")
-
-    @property
-    def sessions_bucket(self) -> str:
-        return self.bucket("sessions")
-
-    @property
-    def ledger_bucket(self) -> str:
-        return self.bucket("ledger")
-
-    @property
-    def status_bucket(self) -> str:
-        """Request records (services/runtime/lifecycle.py)."""
-        return self.bucket("status")
-
-    @property
-    def cache_bucket(self) -> str:
-        return self.bucket("cache")
 
 
 DEFAULT = Subjects()

@@ -4,7 +4,10 @@ and the five services as separate processes.
 
 Two tiers: tests marked `fast` run in memory (`python -m pytest -m fast`); the rest use the real
 nats-server, service processes and the browser. A test taking the `backend` fixture (through
-`kv` or `stack`) runs its body on both: in memory (fast) and against the real server."""
+`kv` or `stack`) runs its body on both: in memory (fast) and against the real server.
+
+The fakes a module takes for itself (Brave, SendGrid, Pushover, ...) are in
+tests/support/fixtures.py."""
 
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System, llm_env
 from tests.support.lockednats import LockedNats
 from tests.support.memory import MemoryStore
+
+pytest_plugins = ["tests.support.fixtures"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,9 +76,8 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
 
 @pytest.fixture(scope="session")
 def fake_llm() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
+    with FakeOpenAI() as fake:
+        yield fake
 
 
 @pytest.fixture(autouse=True)
@@ -84,9 +88,8 @@ def _reset_fake_llm(fake_llm: FakeOpenAI) -> None:
 @pytest.fixture(scope="session")
 def fake_brave() -> Iterator[FakeBrave]:
     """Brave Search for the shared systems: workflows run the research pipeline."""
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
+    with FakeBrave() as fake:
+        yield fake
 
 
 def brave_env(brave: FakeBrave) -> dict[str, str]:
@@ -104,9 +107,8 @@ def system(
 ) -> Iterator[System]:
     """One system shared by the end-to-end tests (each test uses its own session uuid)."""
     env = {**llm_env(fake_llm.base_url), **brave_env(fake_brave)}
-    sys_ = System(nats_server.url, env, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with System(nats_server.url, env, logs_dir).start_all() as sys_:
+        yield sys_
 
 
 @pytest.fixture
@@ -135,6 +137,5 @@ def secure_system(
         "SIDEKICK_MAX_CONCURRENT_REQUESTS": "2",
         "SIDEKICK_MAX_MESSAGE_CHARS": "500",
     }
-    sys_ = System(nats_server.url, env, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with System(nats_server.url, env, logs_dir).start_all() as sys_:
+        yield sys_

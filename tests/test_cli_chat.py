@@ -4,23 +4,24 @@ on a terminal (a real pseudo-terminal), and the rich renderer's output for known
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
 
 from services.cli.chatview import RichView, split_sources
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.harness import ROOT, System
+from tests.support.scripts import evaluator_asks, evaluator_held, in_turn
 from tests.support.workers_support import decide
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -48,8 +49,9 @@ def run_chat(system: System, lines: str, *args: str) -> subprocess.CompletedProc
 def test_through_a_pipe_it_prints_plain_answers_steps_and_outcomes(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    verdicts = iter([verdict(False, 40, "Name the moon."), verdict(True, 92, "Good.")])
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    in_turn(
+        fake_llm, "fake-evaluator", verdict(False, 40, "Name the moon."), verdict(True, 92, "Good.")
+    )
     done = run_chat(system, "hello there\nsearch why tides happen\n")
     out = done.stdout
     assert done.returncode == 0, done.stderr
@@ -67,13 +69,7 @@ def test_through_a_pipe_it_prints_plain_answers_steps_and_outcomes(
 def test_clarifications_refusals_and_errors_reach_a_plain_client(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    verdicts = iter(
-        [
-            verdict(False, 20, "Which city?", user_input_needed=True, questions=["Which city?"]),
-            verdict(True, 90, "Good."),
-        ]
-    )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    evaluator_asks(fake_llm)
     decisions = iter(
         [
             decide("GENERAL", "the weather for the trip"),
@@ -103,19 +99,57 @@ def test_a_refused_token_gets_one_clear_line(secure_system: System) -> None:
     assert "refused the connection: HTTP 401 (check --token or $SIDEKICK_TOKEN)" in done.stdout
 
 
-def read_until(fd: int, wanted: str, seen: bytearray, timeout: float = 90) -> str:
-    deadline = time.monotonic() + timeout
-    while wanted not in ANSI.sub("", seen.decode(errors="replace")):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"never saw {wanted!r} in:\n{seen.decode(errors='replace')}")
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                seen += os.read(fd, 65536)
-            except OSError:  # the terminal closed: the program ended
-                break
-    return seen.decode(errors="replace")
+class Terminal:
+    """`sidekick chat` on a pseudo-terminal, as a person runs it; what it wrote so far."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], fd: int) -> None:
+        self.proc = proc
+        self.fd = fd
+        self.seen = bytearray()
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.fd, keys)
+
+    def read_until(self, wanted: str, timeout: float = 90) -> str:
+        """Everything written so far, once `wanted` is among it."""
+        deadline = time.monotonic() + timeout
+        while wanted not in ANSI.sub("", self.seen.decode(errors="replace")):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(
+                    f"never saw {wanted!r} in:\n{self.seen.decode(errors='replace')}"
+                )
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    self.seen += os.read(self.fd, 65536)
+                except OSError:  # the terminal closed: the program ended
+                    break
+        return self.seen.decode(errors="replace")
+
+
+@contextmanager
+def chat_on_a_terminal(system: System, **env: str) -> Iterator[Terminal]:
+    """`sidekick chat` on a fresh pseudo-terminal (`env`: its size); killed if still running
+    when the block ends."""
+    main, child = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "chat", "--url", system.ws_url],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        cwd=ROOT,
+        env={**chat_env(), "TERM": "xterm-256color", **env},
+        close_fds=True,
+    )
+    os.close(child)
+    try:
+        yield Terminal(proc, main)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(main)
 
 
 def test_on_a_terminal_it_renders_markdown_with_a_spinner(
@@ -129,30 +163,12 @@ def test_on_a_terminal_it_renders_markdown_with_a_spinner(
         return answer
 
     fake_llm.script("fake-frontline", frontline)
-    main, child = os.openpty()
-    env = {**chat_env(), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "30"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "chat", "--url", system.ws_url],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        cwd=ROOT,
-        env=env,
-        close_fds=True,
-    )
-    os.close(child)
-    seen = bytearray()
-    try:
-        read_until(main, "you>", seen)
-        os.write(main, b"hi, why tides?\r")
-        screen = read_until(main, "completed", seen)
-        os.write(main, b"\x04")  # Ctrl-D at the prompt quits
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(main)
+    with chat_on_a_terminal(system, COLUMNS="80", LINES="30") as term:
+        term.read_until("you>")
+        term.type(b"hi, why tides?\r")
+        screen = term.read_until("completed")
+        term.type(b"\x04")  # Ctrl-D at the prompt quits
+        assert term.proc.wait(30) == 0
     text = ANSI.sub("", screen)
     assert "\x1b[1m" in screen  # bold: the Markdown was rendered, not printed
     assert "**two**" not in text
@@ -166,37 +182,15 @@ def test_on_a_terminal_it_renders_markdown_with_a_spinner(
 def test_ctrl_c_cancels_the_running_request_and_ctrl_d_quits(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    hold = threading.Event()
-    fake_llm.script(
-        "fake-evaluator", lambda body: Reply(json.dumps(verdict(True, 90, "ok")), wait=hold)
-    )
-    main, child = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "chat", "--url", system.ws_url],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        cwd=ROOT,
-        env={**chat_env(), "TERM": "xterm-256color", "COLUMNS": "100"},
-        close_fds=True,
-    )
-    os.close(child)
-    seen = bytearray()
-    try:
-        read_until(main, "you>", seen)
-        os.write(main, b"search something slow\r")
-        read_until(main, "attempt 1 with GENERAL", seen)
-        proc.send_signal(signal.SIGINT)
-        screen = read_until(main, "cancelled", seen)
-        read_until(main, "you>", seen)
-        os.write(main, b"\x04")
-        assert proc.wait(30) == 0
-    finally:
-        hold.set()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(main)
+    with evaluator_held(fake_llm), chat_on_a_terminal(system, COLUMNS="100") as term:
+        term.read_until("you>")
+        term.type(b"search something slow\r")
+        term.read_until("attempt 1 with GENERAL")
+        term.proc.send_signal(signal.SIGINT)
+        screen = term.read_until("cancelled")
+        term.read_until("you>")
+        term.type(b"\x04")
+        assert term.proc.wait(30) == 0
     assert "cancelling…" in ANSI.sub("", screen)
 
 

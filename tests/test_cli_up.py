@@ -59,7 +59,7 @@ async def test_up_serves_chat_restarts_a_dead_child_and_stops_without_orphans(up
 def test_the_banner_gives_real_urls_a_chat_line_that_works_and_what_is_off(up: Up) -> None:
     up.wait_for("Ctrl-C stops it.")
     out = up.output()
-    base = f"http://127.0.0.1:{up.port}"
+    base = f"http://127.0.0.1:{up.gateway_port}"
     assert f"web page    {base}/" in out
     assert f"WebSocket   {up.ws_url}" in out
     assert f"metrics     gateway {base}/metrics" in out

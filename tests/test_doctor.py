@@ -29,20 +29,6 @@ KEY = "sk-doctor"
 OWN = ("SIDEKICK_", "OPENAI_", "BRAVE_", "SENDGRID_", "PUSHOVER_")
 
 
-@pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def pushover() -> Iterator[FakePushover]:
-    fake = FakePushover().start()
-    yield fake
-    fake.stop()
-
-
 def doctor_model(body: dict[str, Any]) -> str | dict[str, Any]:
     return {"ok": True} if structured(body) else "OK"
 

@@ -39,13 +39,6 @@ def own_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
 
 
 @pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    fake = FakeSendGrid().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def faulty(
     own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
 ) -> Iterator[System]:
@@ -60,9 +53,8 @@ def faulty(
         "SIDEKICK_LLM_MAX_RETRIES": "3",
         "SIDEKICK_LLM_TIMEOUT": "90",  # model calls are held until the faults are over
     }
-    sys_ = System(own_nats.url, env, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with System(own_nats.url, env, logs_dir).start_all() as sys_:
+        yield sys_
 
 
 def script(fake: FakeOpenAI, hold: threading.Event) -> None:

@@ -19,20 +19,17 @@ from contracts.frames import StreamFrame
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import SEND_QUEUE_FRAMES, Connection
 from services.runtime.settings import Settings
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.gateway_client import AuthClient, api, wait_status
 from tests.support.harness import System
+from tests.support.scripts import evaluator_held
 
 
 @pytest.fixture
 def hold_evaluator(fake_llm: FakeOpenAI) -> Iterator[threading.Event]:
     """Every verdict waits until the test sets the event (so requests stay in flight)."""
-    hold = threading.Event()
-    fake_llm.script(
-        "fake-evaluator", lambda body: Reply(json.dumps(verdict(True, 90, "fine")), wait=hold)
-    )
-    yield hold
-    hold.set()
+    with evaluator_held(fake_llm, verdict(True, 90, "fine")) as hold:
+        yield hold
 
 
 async def test_a_socket_without_a_token_or_with_a_wrong_one_is_refused(

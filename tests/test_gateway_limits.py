@@ -28,28 +28,26 @@ def start(nats: NatsServer, fake_llm: FakeOpenAI, logs: Path, **env: str) -> Sys
 
 @pytest.fixture(scope="module")
 def guarded(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    sys_ = start(
+    with start(
         nats_server,
         fake_llm,
         logs_dir,
         SIDEKICK_HTTP_HEAD_TIMEOUT=str(HEAD_TIMEOUT),
         SIDEKICK_WS_FIRST_FRAME_TIMEOUT="2",
-    )
-    yield sys_
-    sys_.stop()
+    ) as sys_:
+        yield sys_
 
 
 @pytest.fixture(scope="module")
 def capped(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    sys_ = start(
+    with start(
         nats_server,
         fake_llm,
         logs_dir,
         SIDEKICK_MAX_CONNECTIONS_PER_CLIENT="40",
         SIDEKICK_CONNECTION_LIMIT_EXEMPT="",  # loopback counts like any other address here
-    )
-    yield sys_
-    sys_.stop()
+    ) as sys_:
+        yield sys_
 
 
 def healthz_seconds(system: System) -> float:

@@ -4,32 +4,29 @@ old clients, and cancel."""
 from __future__ import annotations
 
 import json
-import threading
 
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import AuthClient, api, wait_status
 from tests.support.harness import System
+from tests.support.scripts import evaluator_asks, evaluator_held
 
 
-def needs_the_city(fake_llm: FakeOpenAI) -> None:
-    verdicts = iter(
-        [
-            verdict(False, 25, "Which city?", user_input_needed=True, questions=["Which city?"]),
-            verdict(True, 88, "Good."),
-        ]
-    )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+async def finished_while_away(system: System, principal: str, message: str) -> tuple[str, str]:
+    """`message` sent on a socket that closed at once, and completed since: (session, request)."""
+    async with AuthClient(system.ws_url, principal, events=True) as client:
+        rid = await client.ack(message)
+    async with api(system.http_url, principal) as http:
+        await wait_status(http, rid, "completed")
+    return client.uuid, rid
 
 
 async def test_a_result_that_finished_while_disconnected_arrives_on_reconnect(
     secure_system: System,
 ) -> None:
     url = secure_system.ws_url
-    async with AuthClient(url, "mallory", events=True) as client:
-        uuid = client.uuid
-        rid = await client.ack("search the thing while I am away")
-    async with api(secure_system.http_url, "mallory") as http:
-        await wait_status(http, rid, "completed")
+    uuid, rid = await finished_while_away(
+        secure_system, "mallory", "search the thing while I am away"
+    )
     async with AuthClient(url, "mallory", uuid_=uuid, events=True) as back:
         convo = await back.until_end_of(rid)
         assert convo.frames[0] == {"event": "replay", "request_id": rid}
@@ -47,11 +44,7 @@ async def test_an_old_client_gets_a_missed_result_as_text_on_reconnect(
     secure_system: System,
 ) -> None:
     url = secure_system.ws_url
-    async with AuthClient(url, "oscar", events=True) as client:
-        uuid = client.uuid
-        rid = await client.ack("search for my missed answer")
-    async with api(secure_system.http_url, "oscar") as http:
-        await wait_status(http, rid, "completed")
+    uuid, _ = await finished_while_away(secure_system, "oscar", "search for my missed answer")
     async with AuthClient(url, "oscar", uuid_=uuid) as old:
         convo = await old.until_end()
     assert convo.answer.startswith("Answer to:")
@@ -61,7 +54,7 @@ async def test_an_old_client_gets_a_missed_result_as_text_on_reconnect(
 async def test_a_clarification_is_asked_and_answered_over_the_socket_in_events_mode(
     secure_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    needs_the_city(fake_llm)
+    evaluator_asks(fake_llm)
     async with AuthClient(secure_system.ws_url, "peggy", events=True) as client:
         rid = await client.ack("search the weather for my trip")
         frames = await client.frames_until(lambda f: "on_chat_model_end" in f)
@@ -84,7 +77,7 @@ async def test_a_clarification_is_asked_and_answered_over_the_socket_in_events_m
 async def test_an_old_client_reads_the_questions_as_text_and_answers_with_reply_to(
     secure_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    needs_the_city(fake_llm)
+    evaluator_asks(fake_llm)
     async with AuthClient(secure_system.ws_url, "trent") as client:
         asked = await client.ask("search the weather for my holiday")
         assert "Which city?" in asked.text
@@ -103,11 +96,7 @@ async def test_an_old_client_reads_the_questions_as_text_and_answers_with_reply_
 async def test_a_cancel_frame_ends_the_request_cancelled(
     secure_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    hold = threading.Event()
-    fake_llm.script(
-        "fake-evaluator", lambda body: Reply(json.dumps(verdict(True, 90, "ok")), wait=hold)
-    )
-    try:
+    with evaluator_held(fake_llm):
         async with AuthClient(secure_system.ws_url, "victor", events=True) as client:
             rid = await client.ack("search something long")
             await client.frames_until(lambda f: f.get("stage") == "attempt_started")
@@ -121,5 +110,3 @@ async def test_a_cancel_frame_ends_the_request_cancelled(
             assert (await client.recv())["error"]["code"] == "conflict"
             await client.send({"cancel": "no-such-request"})
             assert (await client.recv())["error"]["code"] == "not_found"
-    finally:
-        hold.set()

@@ -84,14 +84,12 @@ async def test_an_unconfigured_role_says_which_variables_to_set() -> None:
 
 
 def test_role_settings_fall_back_to_shared_then_openai_variables(
-    monkeypatch: pytest.MonkeyPatch,
+    bare_llm_env: pytest.MonkeyPatch,
 ) -> None:
-    for k in ("SIDEKICK_LLM_BASE_URL", "SIDEKICK_LLM_API_KEY", "SIDEKICK_LLM_MODEL"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://openai.example/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
-    monkeypatch.setenv("SIDEKICK_EVALUATOR_LLM_MODEL", "judge-model")
-    monkeypatch.setenv("SIDEKICK_WORKER_LLM_BASE_URL", "http://vllm.local/v1")
+    bare_llm_env.setenv("OPENAI_BASE_URL", "http://openai.example/v1")
+    bare_llm_env.setenv("OPENAI_API_KEY", "sk-openai")
+    bare_llm_env.setenv("SIDEKICK_EVALUATOR_LLM_MODEL", "judge-model")
+    bare_llm_env.setenv("SIDEKICK_WORKER_LLM_BASE_URL", "http://vllm.local/v1")
     s = Settings()
     assert s.llm("evaluator") == LLMConfig(
         "evaluator", "http://openai.example/v1", "sk-openai", "judge-model"

@@ -215,16 +215,14 @@ async def test_when_both_fail_the_error_says_so(fake_llm: FakeOpenAI) -> None:
 
 
 def test_a_fallback_on_another_server_never_gets_the_primarys_key(
-    monkeypatch: pytest.MonkeyPatch,
+    bare_llm_env: pytest.MonkeyPatch,
 ) -> None:
-    for k in ("SIDEKICK_LLM_BASE_URL", "SIDEKICK_LLM_API_KEY", "SIDEKICK_LLM_MODEL"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("SIDEKICK_LLM_BASE_URL", "https://openrouter.example/api/v1")
-    monkeypatch.setenv("SIDEKICK_LLM_API_KEY", "sk-primary")
-    monkeypatch.setenv("SIDEKICK_WORKER_LLM_FALLBACK_BASE_URL", "http://127.0.0.1:11434/v1")
-    monkeypatch.setenv("SIDEKICK_WORKER_LLM_FALLBACK_MODEL", "llama3.1")
-    monkeypatch.setenv("SIDEKICK_EVALUATOR_LLM_FALLBACK_MODEL", "gpt-4o")
-    monkeypatch.setenv("SIDEKICK_EVALUATOR_LLM_STRUCTURED", "tools")
+    bare_llm_env.setenv("SIDEKICK_LLM_BASE_URL", "https://openrouter.example/api/v1")
+    bare_llm_env.setenv("SIDEKICK_LLM_API_KEY", "sk-primary")
+    bare_llm_env.setenv("SIDEKICK_WORKER_LLM_FALLBACK_BASE_URL", "http://127.0.0.1:11434/v1")
+    bare_llm_env.setenv("SIDEKICK_WORKER_LLM_FALLBACK_MODEL", "llama3.1")
+    bare_llm_env.setenv("SIDEKICK_EVALUATOR_LLM_FALLBACK_MODEL", "gpt-4o")
+    bare_llm_env.setenv("SIDEKICK_EVALUATOR_LLM_STRUCTURED", "tools")
     s = Settings()
     worker = s.llm("worker").fallback
     assert worker is not None and worker.model == "llama3.1" and worker.api_key is None

@@ -18,9 +18,8 @@ from tests.test_cli_chat import chat_env
 
 @pytest.fixture(scope="module")
 def bare_system(nats_server: NatsServer, logs_dir: Path) -> Iterator[System]:
-    sys_ = System(nats_server.url, {}, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with System(nats_server.url, {}, logs_dir).start_all() as sys_:
+        yield sys_
 
 
 def test_the_sentence_names_the_variables_an_example_and_the_doctor() -> None:
@@ -46,8 +45,7 @@ async def test_an_old_client_reads_the_sentence_as_text_then_the_end(bare_system
 async def test_an_event_client_gets_the_sentence_in_its_error_and_a_failed_end(
     bare_system: System,
 ) -> None:
-    async with Client(bare_system.ws_url, events=True) as client:
-        convo = await client.ask("hello")
+    convo = await bare_system.ask("hello")
     (error,) = convo.errors
     assert (error["code"], error["message"]) == ("llm_not_configured", no_model_message())
     assert convo.end["status"] == "failed"

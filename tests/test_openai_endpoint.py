@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
 from tests.support.gateway_client import token
 from tests.support.harness import System
+from tests.support.scripts import evaluator_asks, in_turn
 
 
 def sidekick(obj: BaseModel) -> dict[str, Any]:
@@ -61,8 +62,9 @@ async def test_a_completion_answers_with_usage_and_sidekicks_account(
 async def test_a_routed_request_streams_its_progress_and_answer_and_usage(
     secure_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    verdicts = iter([verdict(False, 40, "Name the city."), verdict(True, 93, "Good.")])
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    in_turn(
+        fake_llm, "fake-evaluator", verdict(False, 40, "Name the city."), verdict(True, 93, "Good.")
+    )
     stream = await client(secure_system, "gina").chat.completions.create(
         model="sidekick",
         messages=[{"role": "user", "content": "search the tides of Lisbon"}],
@@ -118,13 +120,7 @@ async def test_earlier_messages_are_the_requests_history(
 async def test_a_question_is_the_assistants_answer_and_the_next_call_answers_it(
     secure_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    verdicts = iter(
-        [
-            verdict(False, 20, "Which city?", user_input_needed=True, questions=["Which city?"]),
-            verdict(True, 90, "Good."),
-        ]
-    )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    evaluator_asks(fake_llm)
     sdk = client(secure_system, "iris")
     first = await sdk.chat.completions.create(
         model="sidekick",

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.fakes.openai_server import (
     FakeOpenAI,
@@ -49,60 +51,68 @@ def planner_asks_about_trips(fake_llm: FakeOpenAI) -> None:
     fake_llm.script("fake-worker", worker)
 
 
-async def test_the_seed_end_to_end_test_runs_as_it_is_written(
-    system: System, fake_llm: FakeOpenAI
-) -> None:
+@pytest.fixture
+async def http(system: System, fake_llm: FakeOpenAI) -> AsyncIterator[httpx.AsyncClient]:
+    """The seed's client on the shared system, whose planner asks about trips."""
     planner_asks_about_trips(fake_llm)
-    async with httpx.AsyncClient(base_url=system.http_url, timeout=30) as http:
-        created = await http.post(
-            "/api/workflows/", json={"text": "Plan a trip to Paris for two with 300 euros."}
-        )
-        assert created.status_code == 201 and created.json()["status"] == "started"
-        workflow_id = created.json()["workflow_id"]
-        answered = False
-        for _ in range(300):
-            data = (await http.get(f"/api/workflows/{workflow_id}")).json()
-            if data["status"] == "completed":
-                break
-            assert data["status"] != "failed", data
-            if data["status"] == "awaiting_clarification":
-                questions = data["state"]["clarification_questions"]
-                payload = {
-                    "responses": {q["id"]: "This is a test answer" for q in questions},
-                    "ratings": {q["id"]: 5 for q in questions},
-                    "approval": "approved",
-                }
-                sent = await http.post(f"/api/workflows/{workflow_id}/feedback", json=payload)
-                assert sent.status_code == 200, sent.text
-                assert sent.json()["status"] == "resumed"
-                answered = True
-            await asyncio.sleep(0.1)
-        assert answered and data["status"] == "completed" and data["final_output"] is not None
+    async with httpx.AsyncClient(base_url=system.http_url, timeout=30) as client:
+        yield client
+
+
+async def trip_awaiting_answers(http: httpx.AsyncClient, text: str) -> str:
+    """A new workflow for `text`, once the planner's questions wait for answers: its id."""
+    created = await http.post("/api/workflows/", json={"text": text})
+    workflow_id: str = created.json()["workflow_id"]
+    await wait_status(http, workflow_id, "awaiting_clarification")
+    return workflow_id
+
+
+async def test_the_seed_end_to_end_test_runs_as_it_is_written(http: httpx.AsyncClient) -> None:
+    created = await http.post(
+        "/api/workflows/", json={"text": "Plan a trip to Paris for two with 300 euros."}
+    )
+    assert created.status_code == 201 and created.json()["status"] == "started"
+    workflow_id = created.json()["workflow_id"]
+    answered = False
+    for _ in range(300):
+        data = (await http.get(f"/api/workflows/{workflow_id}")).json()
+        if data["status"] == "completed":
+            break
+        assert data["status"] != "failed", data
+        if data["status"] == "awaiting_clarification":
+            questions = data["state"]["clarification_questions"]
+            payload = {
+                "responses": {q["id"]: "This is a test answer" for q in questions},
+                "ratings": {q["id"]: 5 for q in questions},
+                "approval": "approved",
+            }
+            sent = await http.post(f"/api/workflows/{workflow_id}/feedback", json=payload)
+            assert sent.status_code == 200, sent.text
+            assert sent.json()["status"] == "resumed"
+            answered = True
+        await asyncio.sleep(0.1)
+    assert answered and data["status"] == "completed" and data["final_output"] is not None
 
 
 async def test_plan_a_trip_is_planned_asked_about_and_completed_with_the_answers(
-    system: System, fake_llm: FakeOpenAI
+    http: httpx.AsyncClient, fake_llm: FakeOpenAI
 ) -> None:
-    planner_asks_about_trips(fake_llm)
-    async with httpx.AsyncClient(base_url=system.http_url, timeout=30) as http:
-        created = await http.post(
-            "/api/workflows", json={"text": "Plan a trip.", "skip_cache": True}
-        )
-        workflow_id = created.json()["workflow_id"]
-        parked = await wait_status(http, workflow_id, "awaiting_clarification")
-        state = parked["state"]
-        assert [q["question"] for q in state["clarification_questions"]] == TRIP_QUESTIONS
-        assert [q["id"] for q in state["clarification_questions"]] == ["q1", "q2"]
-        assert state["user_request"] == "Plan a trip." and state["created_at"]
-        assert [t["role"] for t in state["chat_history"]] == ["user", "assistant"]
-        assert "What is your budget?" in state["chat_history"][1]["content"]
+    created = await http.post("/api/workflows", json={"text": "Plan a trip.", "skip_cache": True})
+    workflow_id = created.json()["workflow_id"]
+    parked = await wait_status(http, workflow_id, "awaiting_clarification")
+    state = parked["state"]
+    assert [q["question"] for q in state["clarification_questions"]] == TRIP_QUESTIONS
+    assert [q["id"] for q in state["clarification_questions"]] == ["q1", "q2"]
+    assert state["user_request"] == "Plan a trip." and state["created_at"]
+    assert [t["role"] for t in state["chat_history"]] == ["user", "assistant"]
+    assert "What is your budget?" in state["chat_history"][1]["content"]
 
-        answer = "Tokyo, Japan. Budget is $5000. 1 week duration."
-        sent = await http.post(
-            f"/api/workflows/{workflow_id}/feedback", json={"responses": {"q1": answer}}
-        )
-        assert sent.status_code == 200
-        done = await wait_status(http, workflow_id, "completed", "failed")
+    answer = "Tokyo, Japan. Budget is $5000. 1 week duration."
+    sent = await http.post(
+        f"/api/workflows/{workflow_id}/feedback", json={"responses": {"q1": answer}}
+    )
+    assert sent.status_code == 200
+    done = await wait_status(http, workflow_id, "completed", "failed")
     response = done["final_output"]["response"]
     for word in ("Tokyo", "$5000", "Japan"):
         assert word in response
@@ -117,69 +127,52 @@ async def test_plan_a_trip_is_planned_asked_about_and_completed_with_the_answers
     assert not any("Plan a trip." in json.dumps(c) for c in fake_llm.chat_calls("fake-frontline"))
 
 
-async def test_the_pages_one_field_answer_resumes_the_workflow(
-    system: System, fake_llm: FakeOpenAI
-) -> None:
-    planner_asks_about_trips(fake_llm)
-    async with httpx.AsyncClient(base_url=system.http_url, timeout=30) as http:
-        workflow_id = (
-            await http.post("/api/workflows/", json={"text": "Plan a trip, please"})
-        ).json()["workflow_id"]
-        await wait_status(http, workflow_id, "awaiting_clarification")
-        sent = await http.post(
-            f"/api/workflows/{workflow_id}/feedback",
-            json={"responses": {"clarification": "Lisbon, in May, about $900"}},
-        )
-        assert sent.status_code == 200, sent.text
-        done = await wait_status(http, workflow_id, "completed")
+async def test_the_pages_one_field_answer_resumes_the_workflow(http: httpx.AsyncClient) -> None:
+    workflow_id = await trip_awaiting_answers(http, "Plan a trip, please")
+    sent = await http.post(
+        f"/api/workflows/{workflow_id}/feedback",
+        json={"responses": {"clarification": "Lisbon, in May, about $900"}},
+    )
+    assert sent.status_code == 200, sent.text
+    done = await wait_status(http, workflow_id, "completed")
     assert "Lisbon, in May, about $900" in done["final_output"]["response"]
 
 
 async def test_of_ten_concurrent_answers_exactly_one_is_accepted_and_nine_get_409(
-    system: System, fake_llm: FakeOpenAI
+    http: httpx.AsyncClient, fake_llm: FakeOpenAI
 ) -> None:
-    planner_asks_about_trips(fake_llm)
-    async with httpx.AsyncClient(base_url=system.http_url, timeout=30) as http:
-        workflow_id = (
-            await http.post("/api/workflows/", json={"text": "Plan a trip for us"})
-        ).json()["workflow_id"]
-        await wait_status(http, workflow_id, "awaiting_clarification")
-        url = f"/api/workflows/{workflow_id}/feedback"
-        sent = await asyncio.gather(
-            *(http.post(url, json={"responses": {"q1": f"answer {n}"}}) for n in range(10))
-        )
-        codes = sorted(r.status_code for r in sent)
-        assert codes == [200] + [409] * 9, [r.text for r in sent]
-        assert all(r.json()["detail"] for r in sent if r.status_code == 409)
-        await wait_status(http, workflow_id, "completed")
+    workflow_id = await trip_awaiting_answers(http, "Plan a trip for us")
+    url = f"/api/workflows/{workflow_id}/feedback"
+    sent = await asyncio.gather(
+        *(http.post(url, json={"responses": {"q1": f"answer {n}"}}) for n in range(10))
+    )
+    codes = sorted(r.status_code for r in sent)
+    assert codes == [200] + [409] * 9, [r.text for r in sent]
+    assert all(r.json()["detail"] for r in sent if r.status_code == 409)
+    await wait_status(http, workflow_id, "completed")
     resumed = " ".join(last_user(c) for c in fake_llm.chat_calls("fake-worker"))
     assert len(set(re.findall(r"answer \d", resumed))) == 1  # one answer went on
 
 
 async def test_of_ten_concurrent_answers_on_sockets_one_is_taken_and_nine_get_conflict(
-    system: System, fake_llm: FakeOpenAI
+    system: System, http: httpx.AsyncClient
 ) -> None:
-    planner_asks_about_trips(fake_llm)
-    async with httpx.AsyncClient(base_url=system.http_url, timeout=30) as http:
-        workflow_id = (
-            await http.post("/api/workflows/", json={"text": "Plan a trip for me"})
-        ).json()["workflow_id"]
-        await wait_status(http, workflow_id, "awaiting_clarification")
-        clients = [Client(system.ws_url, events=True) for _ in range(10)]
-        for c in clients:
-            await c.__aenter__()
-        try:
-            await asyncio.gather(
-                *(
-                    c.send({"uuid": c.uuid, "message": f"to Rome {n}", "reply_to": workflow_id})
-                    for n, c in enumerate(clients)
-                )
+    workflow_id = await trip_awaiting_answers(http, "Plan a trip for me")
+    clients = [Client(system.ws_url, events=True) for _ in range(10)]
+    for c in clients:
+        await c.__aenter__()
+    try:
+        await asyncio.gather(
+            *(
+                c.send({"uuid": c.uuid, "message": f"to Rome {n}", "reply_to": workflow_id})
+                for n, c in enumerate(clients)
             )
-            firsts = await asyncio.gather(*(c.recv() for c in clients))
-        finally:
-            for c in clients:
-                await c.__aexit__(None, None, None)
-        await wait_status(http, workflow_id, "completed")
+        )
+        firsts = await asyncio.gather(*(c.recv() for c in clients))
+    finally:
+        for c in clients:
+            await c.__aexit__(None, None, None)
+    await wait_status(http, workflow_id, "completed")
     acks = [f for f in firsts if f.get("event") == "ack"]
     conflicts = [f["error"] for f in firsts if "error" in f]
     assert len(acks) == 1 and acks[0]["action"] == "answer"

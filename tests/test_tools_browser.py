@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -33,11 +34,10 @@ ORANGE = """<!doctype html><html><head><title>Orange</title></head><body>
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[FakeSite]:
-    fake = FakeSite().start()
-    fake.page("/", INDEX)
-    fake.page("/orange", ORANGE)
-    yield fake
-    fake.stop()
+    with FakeSite() as fake:
+        fake.page("/", INDEX)
+        fake.page("/orange", ORANGE)
+        yield fake
 
 
 @pytest.fixture(scope="module")
@@ -55,76 +55,80 @@ async def browser(site: FakeSite) -> AsyncIterator[Browser]:
     await b.close()
 
 
-async def call(box: ToolBox, run: RunContext, name: str, **args: object) -> tuple[str, bool]:
-    outcome = await box.call(name, json.dumps(args), Call(run, f"call_{name}"))
-    return outcome.content, outcome.ok
+class Task:
+    """One task's run of the browser tools, as the TOOLS worker makes it."""
+
+    def __init__(self, browser: Browser, request_id: str) -> None:
+        self.box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
+        self.run = RunContext(request_id=request_id, session_id="s", attempt=1)
+
+    async def call(self, name: str, **args: object) -> tuple[str, bool]:
+        """The tool's result, and whether it succeeded."""
+        outcome = await self.box.call(name, json.dumps(args), Call(self.run, f"call_{name}"))
+        return outcome.content, outcome.ok
+
+
+@asynccontextmanager
+async def task(browser: Browser, request_id: str) -> AsyncIterator[Task]:
+    """A task's run, closed (its browser context with it) when the block ends."""
+    t = Task(browser, request_id)
+    try:
+        yield t
+    finally:
+        await t.run.close()
 
 
 async def test_navigate_text_links_and_click_in_real_chromium(
     browser: Browser, site: FakeSite
 ) -> None:
-    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
-    run = RunContext(request_id="browse-1", session_id="s", attempt=1)
-    try:
-        text, ok = await call(box, run, "browser_navigate", url=site.url + "/")
+    async with task(browser, "browse-1") as t:
+        text, ok = await t.call("browser_navigate", url=site.url + "/")
         assert ok, text
         assert f"Opened {site.url}/ (HTTP 200)" in text and "Title: Preserves" in text
-        text, ok = await call(box, run, "browser_text")
+        text, ok = await t.call("browser_text")
         assert ok and "Made by JavaScript" in text  # the page's script ran
-        text, ok = await call(box, run, "browser_links")
+        text, ok = await t.call("browser_links")
         assert ok
         assert f"- Orange marmalade: {site.url}/orange" in text
         assert "- Elsewhere: https://example.org/elsewhere" in text
-        text, ok = await call(box, run, "browser_click", text="Press")
+        text, ok = await t.call("browser_click", text="Press")
         assert ok, text
-        assert "Button pressed" in (await call(box, run, "browser_text"))[0]
-        text, ok = await call(box, run, "browser_click", selector="a[href='/orange']")
+        assert "Button pressed" in (await t.call("browser_text"))[0]
+        text, ok = await t.call("browser_click", selector="a[href='/orange']")
         assert ok and f"Opened {site.url}/orange" in text and "Title: Orange" in text
-        assert "Seville oranges are bitter." in (await call(box, run, "browser_text"))[0]
-        assert [s.url for s in run.sources] == [site.url + "/", site.url + "/orange"]
+        assert "Seville oranges are bitter." in (await t.call("browser_text"))[0]
+        assert [s.url for s in t.run.sources] == [site.url + "/", site.url + "/orange"]
         shot = ARTIFACTS / "browser" / "browse-1-01.png"
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    finally:
-        await run.close()
     pw = await browser.browser()
     assert pw.contexts == []  # the task's context is closed after it
 
 
 async def test_only_http_pages_can_be_opened(browser: Browser) -> None:
-    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
-    run = RunContext(request_id="browse-2", session_id="s", attempt=1)
-    try:
+    async with task(browser, "browse-2") as t:
         for url in ("file:///etc/passwd", "chrome://settings", "javascript:alert(1)"):
-            text, ok = await call(box, run, "browser_navigate", url=url)
+            text, ok = await t.call("browser_navigate", url=url)
             assert not ok and "refused: only http:// and https:// may be opened" in text
-        text, ok = await call(box, run, "browser_text")
+        text, ok = await t.call("browser_text")
         assert not ok and "call browser_navigate first" in text
-    finally:
-        await run.close()
 
 
 async def test_a_missing_page_and_an_unreachable_site_are_reported(
     browser: Browser, site: FakeSite
 ) -> None:
-    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
-    run = RunContext(request_id="browse-3", session_id="s", attempt=1)
-    try:
-        text, ok = await call(box, run, "browser_navigate", url=site.url + "/nowhere")
+    async with task(browser, "browse-3") as t:
+        text, ok = await t.call("browser_navigate", url=site.url + "/nowhere")
         assert ok and "(HTTP 404)" in text
-        text, ok = await call(box, run, "browser_navigate", url="http://127.0.0.1:9/")
+        text, ok = await t.call("browser_navigate", url="http://127.0.0.1:9/")
         assert not ok and "could not open http://127.0.0.1:9/" in text
-        text, ok = await call(box, run, "browser_click", text="There is no such button")
+        text, ok = await t.call("browser_click", text="There is no such button")
         assert not ok
-    finally:
-        await run.close()
 
 
 async def test_a_missing_chromium_is_a_clear_tool_error() -> None:
     b = Browser("/nonexistent/chromium", timeout=5, egress=Egress.from_setting("127.0.0.1:9"))
-    box = ToolBox(b.tools(), result_chars=5000, call_timeout=60)
-    run = RunContext(request_id="browse-4", session_id="s", attempt=1)
-    text, ok = await call(box, run, "browser_navigate", url="http://127.0.0.1:9/")
-    await run.close()
+    async with task(b, "browse-4") as t:
+        text, ok = await t.call("browser_navigate", url="http://127.0.0.1:9/")
     await b.close()
     assert not ok
     assert "Chromium was not found at /nonexistent/chromium" in text
@@ -167,17 +171,13 @@ def spellings(port: int) -> list[str]:
 async def test_no_spelling_of_an_inside_address_is_opened(
     browser: Browser, victim: FakeServer
 ) -> None:
-    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
-    run = RunContext(request_id="browse-5", session_id="s", attempt=1)
     port = int(victim.url.rsplit(":", 1)[1])
-    try:
+    async with task(browser, "browse-5") as t:
         for url in spellings(port):
-            text, ok = await call(box, run, "browser_navigate", url=url)
+            text, ok = await t.call("browser_navigate", url=url)
             assert not ok, (url, text)
             assert "refused:" in text or "could not open" in text, (url, text)
             assert "inside" not in text
-    finally:
-        await run.close()
     assert victim.requests == []
 
 
@@ -199,21 +199,17 @@ async def test_a_redirect_and_a_pages_own_requests_do_not_reach_inside(
         f"navigator.sendBeacon('{inside}/beacon', 'x');"
         "</script></body></html>",
     )
-    box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
-    run = RunContext(request_id="browse-6", session_id="s", attempt=1)
-    try:
-        text, ok = await call(box, run, "browser_navigate", url=site.url + "/bounce")
+    async with task(browser, "browse-6") as t:
+        text, ok = await t.call("browser_navigate", url=site.url + "/bounce")
         assert not ok and "refused: 127.0.0.1 is a loopback address" in text, text
-        text, ok = await call(box, run, "browser_navigate", url=site.url + "/lure")
+        text, ok = await t.call("browser_navigate", url=site.url + "/lure")
         assert ok, text
         assert "Requests the egress check refused" in text
-        page_text, _ = await call(box, run, "browser_text")
+        page_text, _ = await t.call("browser_text")
         for _ in range(100):  # until the page's own fetch has settled
             if "waiting" not in page_text:
                 break
             await asyncio.sleep(0.1)
-            page_text, _ = await call(box, run, "browser_text")
+            page_text, _ = await t.call("browser_text")
         assert "BLOCKED" in page_text and "GOT" not in page_text
-    finally:
-        await run.close()
     assert victim.requests == []

@@ -31,27 +31,6 @@ SCREENSHOTS = ROOT / "tests" / "artifacts" / "tools-e2e"
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[FakeSite]:
-    fake = FakeSite().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def wiki() -> Iterator[FakeWikipedia]:
-    fake = FakeWikipedia().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def pushover() -> Iterator[FakePushover]:
-    fake = FakePushover().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def tools_system(
     nats_server: NatsServer,
     fake_llm: FakeOpenAI,
@@ -78,9 +57,8 @@ def tools_system(
             "BRAVE_SEARCH_API_KEY": "",
             "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
         }
-        sys_ = System(nats_server.url, env, logs_dir).start_all()
-        yield sys_
-        sys_.stop()
+        with System(nats_server.url, env, logs_dir).start_all() as sys_:
+            yield sys_
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -118,8 +96,7 @@ async def test_the_model_browses_a_page_in_real_chromium_and_answers_with_what_i
     ask = f"Please browse {url} and tell me what it says"
     fake_llm.script("fake-orchestrator", decide_tools(ask))
     fake_llm.script(MODEL, model)
-    async with Client(tools_system.ws_url, events=True) as client:
-        convo = await client.ask(ask)
+    convo = await tools_system.ask(ask)
     assert convo.errors == []
     assert convo.answer == f"The page says: {sentence}"
     assert convo.end["status"] == "completed"
@@ -154,8 +131,7 @@ async def test_the_model_reads_wikipedia_through_the_tools(
 
     fake_llm.script("fake-orchestrator", decide_tools("Look up quince cheese on Wikipedia"))
     fake_llm.script(MODEL, model)
-    async with Client(tools_system.ws_url, events=True) as client:
-        convo = await client.ask("Please search Wikipedia for quince cheese")
+    convo = await tools_system.ask("Please search Wikipedia for quince cheese")
     assert convo.answer == f"Wikipedia: {fact}"
     assert [s["url"] for s in convo.end["metadata"]["sources"]] == [
         f"{wiki.url}/wiki/Quince_cheese"
@@ -170,13 +146,11 @@ async def test_a_model_that_never_answers_is_stopped_at_the_step_limit_and_the_u
 
     fake_llm.script("fake-orchestrator", decide_tools("List my files"))
     fake_llm.script(MODEL, model)
-    async with Client(tools_system.ws_url, events=True) as client:
-        convo = await client.ask("Please route this: list my files forever")
+    convo = await tools_system.ask("Please route this: list my files forever")
     assert convo.end["status"] == "failed"
-    (error,) = convo.errors
-    assert error["code"] == "worker_failed"
-    assert f"stopped after {MAX_STEPS} model turns" in error["message"]
-    assert "without a final answer" in error["message"]
+    error = convo.only_error("worker_failed")
+    assert f"stopped after {MAX_STEPS} model turns" in error
+    assert "without a final answer" in error
     assert len(fake_llm.chat_calls(MODEL)) == MAX_STEPS
     assert fake_llm.chat_calls("fake-evaluator") == []  # nothing was passed off as an answer
 
@@ -260,8 +234,7 @@ async def test_hostile_code_sent_through_the_websocket_stays_in_its_sandbox(
 
     fake_llm.script("fake-orchestrator", decide_tools("Run my program"))
     fake_llm.script(MODEL, model)
-    async with Client(tools_system.ws_url, events=True) as client:
-        convo = await client.ask("Please route this: run my program")
+    convo = await tools_system.ask("Please route this: run my program")
     ran, read = convo.text.split("\n=====\n")
     assert "exit status: 0" in ran, ran
     for folder in ("/tmp", "/var/tmp", "/dev/shm"):

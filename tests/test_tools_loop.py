@@ -4,6 +4,7 @@ model that never answers is stopped at the step limit with an honest result."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,11 +102,10 @@ async def test_a_tool_without_its_key_is_an_error_the_model_reads_and_the_loop_g
 async def test_a_loop_that_never_answers_stops_at_the_step_limit_with_an_honest_result(
     fake_llm: FakeOpenAI, tmp_path: Path
 ) -> None:
-    turns = {"n": 0}
+    turns = itertools.count(1)
 
     def model(body: dict[str, Any]) -> Reply:
-        turns["n"] += 1
-        return Reply(tool_calls=[tool_call("files_list", {}, f"call_{turns['n']}")])
+        return Reply(tool_calls=[tool_call("files_list", {}, f"call_{next(turns)}")])
 
     fake_llm.script(MODEL, model)
     result = await worker(fake_llm, tmp_path, tools_max_steps=3).run(task("list my files"))

@@ -78,8 +78,9 @@ def mcp_system(
         "off": {"command": "/nonexistent/never-started", "disabled": True},
     }
     config.write_text(json.dumps({"mcpServers": servers}))
-    with searchable_dir() as files:
-        sys_ = start_system(
+    with (
+        searchable_dir() as files,
+        start_system(
             nats_server.url,
             fake_llm,
             logs_dir,
@@ -90,9 +91,9 @@ def mcp_system(
             SIDEKICK_MCP_CALL_TIMEOUT=str(CALL_TIMEOUT),
             PUSHOVER_TOKEN=PUSHOVER,
             PUSHOVER_USER="pushover-user-key",
-        )
+        ) as sys_,
+    ):
         yield sys_
-        sys_.stop()
 
 
 def _listening(port: int) -> bool:

@@ -12,18 +12,10 @@ import re
 import sys
 from pathlib import Path
 
+import mcp_types as mcp
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp_types import (
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
 
 from services.workers.tools.mcp_config import HttpServer, McpConfigError, StdioServer, load
 from services.workers.tools.mcp_link import Timeouts
@@ -122,14 +114,14 @@ def test_every_name_fits_openais_function_name_rules(server: str, tool: str) -> 
 
 @pytest.mark.fast
 def test_a_result_is_its_text_with_what_is_not_text_named_not_passed_on() -> None:
-    result = CallToolResult(
+    result = mcp.CallToolResult(
         content=[
-            TextContent(text="first"),
-            ImageContent(data="aGk=", mime_type="image/png"),
-            ResourceLink(name="report", uri="file:///r.txt"),
-            EmbeddedResource(resource=TextResourceContents(uri="mem://a", text="inline")),
-            EmbeddedResource(
-                resource=BlobResourceContents(uri="mem://b", blob="aGk=", mime_type="x/y")
+            mcp.TextContent(text="first"),
+            mcp.ImageContent(data="aGk=", mime_type="image/png"),
+            mcp.ResourceLink(name="report", uri="file:///r.txt"),
+            mcp.EmbeddedResource(resource=mcp.TextResourceContents(uri="mem://a", text="inline")),
+            mcp.EmbeddedResource(
+                resource=mcp.BlobResourceContents(uri="mem://b", blob="aGk=", mime_type="x/y")
             ),
         ]
     )
@@ -141,8 +133,8 @@ def test_a_result_is_its_text_with_what_is_not_text_named_not_passed_on() -> Non
         "inline",
         "[binary resource mem://b (x/y) not shown]",
     ]
-    assert render(CallToolResult(content=[], structured_content={"n": 1})) == '{"n": 1}'
-    assert render(CallToolResult(content=[])) == "(no content)"
+    assert render(mcp.CallToolResult(content=[], structured_content={"n": 1})) == '{"n": 1}'
+    assert render(mcp.CallToolResult(content=[])) == "(no content)"
 
 
 @pytest.mark.fast

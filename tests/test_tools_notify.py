@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -14,13 +14,6 @@ from nats.js.kv import KeyValue
 from services.workers.tools.notify import Notifier, ledger_key
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 from tests.support.fakes.pushover import FakePushover
-
-
-@pytest.fixture(scope="module")
-def pushover() -> Iterator[FakePushover]:
-    fake = FakePushover().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture

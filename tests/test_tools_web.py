@@ -25,20 +25,12 @@ MARMALADE = (
 
 @pytest.fixture(scope="module")
 def wiki() -> Iterator[FakeWikipedia]:
-    fake = FakeWikipedia().start()
-    fake.article("Marmalade", MARMALADE)
-    fake.article("Seville orange", "The Seville orange is a bitter orange used for marmalade.")
-    fake.article("Jam", "Jam is a fruit preserve made from crushed fruit.")
-    fake.redirects["Orange marmalade"] = "Marmalade"
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
+    with FakeWikipedia() as fake:
+        fake.article("Marmalade", MARMALADE)
+        fake.article("Seville orange", "The Seville orange is a bitter orange used for marmalade.")
+        fake.article("Jam", "Jam is a fruit preserve made from crushed fruit.")
+        fake.redirects["Orange marmalade"] = "Marmalade"
+        yield fake
 
 
 @pytest.fixture

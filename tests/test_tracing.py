@@ -14,14 +14,8 @@ import pytest
 from services.runtime.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.fakes.otlp import FakeOTLP, Span
-from tests.support.harness import Client, System, llm_env
-
-
-@pytest.fixture(scope="module")
-def otlp() -> Iterator[FakeOTLP]:
-    fake = FakeOTLP().start()
-    yield fake
-    fake.stop()
+from tests.support.harness import System, llm_env
+from tests.support.scripts import in_turn
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +27,8 @@ def traced(
         "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
-    sys_ = System(nats_server.url, env, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+    with System(nats_server.url, env, logs_dir).start_all() as sys_:
+        yield sys_
 
 
 def descendants(spans: list[Span], root: Span) -> list[Span]:
@@ -54,10 +47,13 @@ def descendants(spans: list[Span], root: Span) -> list[Span]:
 async def test_a_retried_request_is_one_trace_with_an_attempt_span_per_try(
     traced: System, fake_llm: FakeOpenAI, otlp: FakeOTLP
 ) -> None:
-    verdicts = iter([verdict(False, 35, "Add an example."), verdict(True, 88, "Good.")])
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
-    async with Client(traced.ws_url, events=True) as client:
-        convo = await client.ask("search and explain tracing")
+    in_turn(
+        fake_llm,
+        "fake-evaluator",
+        verdict(False, 35, "Add an example."),
+        verdict(True, 88, "Good."),
+    )
+    convo = await traced.ask("search and explain tracing")
     trace_id = convo.end["metadata"]["trace_id"]
     assert trace_id and len(trace_id) == 32
     request_id = convo.end["request_id"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Locator, Page, expect
 
 from services.runtime.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave, result
@@ -28,26 +28,18 @@ from tests.support.xss import (
 
 
 @pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def md_system(
     nats_server: NatsServer, fake_llm: FakeOpenAI, brave: FakeBrave, logs_dir: Path
 ) -> Iterator[System]:
-    sys_ = start_system(
+    with start_system(
         nats_server.url,
         fake_llm,
         logs_dir,
         SIDEKICK_AUTH_TOKENS=tokens_env(),
         BRAVE_SEARCH_API_KEY=brave.token,
         SIDEKICK_BRAVE_BASE_URL=brave.url,
-    )
-    yield sys_
-    sys_.stop()
+    ) as sys_:
+        yield sys_
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +51,18 @@ async def browser() -> AsyncIterator[Browser]:
 @pytest.fixture(autouse=True)
 def _reset_brave(brave: FakeBrave) -> None:
     brave.reset()
+
+
+async def completed_turn(
+    browser: Browser, system: System, principal: str, message: str
+) -> tuple[Page, Locator]:
+    """`message` sent from a watched page signed in as `principal`, once its turn shows
+    Completed: the page and the turn."""
+    page = await watched_page(browser, system, principal)
+    await send(page, message)
+    turn = page.locator(".turn").nth(0)
+    await expect(turn.locator(".status")).to_contain_text("Completed")
+    return page, turn
 
 
 async def test_an_answer_renders_as_markdown_with_copyable_code_and_safe_links(
@@ -133,10 +137,7 @@ async def test_hostile_search_results_and_answers_through_the_orchestrator_run_n
     ]
     fake_llm.script("fake-orchestrator", decide("SEARCH", query, query=query))
     fake_llm.script("fake-worker", lambda body: HOSTILE_MARKDOWN + "\nSee [1] and [2].")
-    page = await watched_page(browser, md_system, "carol")
-    await send(page, query)
-    turn = page.locator(".turn").nth(0)
-    await expect(turn.locator(".status")).to_contain_text("Completed")
+    page, turn = await completed_turn(browser, md_system, "carol", query)
     sources = turn.locator(".sources li")
     await expect(sources).to_have_count(2)
     # The search client strips tags from titles; the javascript: address stays text.
@@ -190,10 +191,7 @@ async def test_sources_are_a_numbered_list_matching_the_answers_citations(
     ]
     fake_llm.script("fake-orchestrator", decide("SEARCH", query, query=query))
     fake_llm.script("fake-worker", lambda body: "The **moon** pulls [1]; the wind pushes [2].")
-    page = await watched_page(browser, md_system, "erin")
-    await send(page, query)
-    turn = page.locator(".turn").nth(0)
-    await expect(turn.locator(".status")).to_contain_text("Completed")
+    page, turn = await completed_turn(browser, md_system, "erin", query)
     items = turn.locator(".sources li")
     await expect(items).to_have_count(2)
     assert await items.evaluate_all("(lis) => lis.map((li) => li.value)") == [1, 2]

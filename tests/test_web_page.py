@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +15,7 @@ from tests.support.fakes.openai_server import FakeOpenAI, Reply, default_frontli
 from tests.support.gateway_client import token
 from tests.support.harness import System
 from tests.support.page import PHONE, chromium, open_page, send, shot, sign_in
+from tests.support.scripts import evaluator_asks, evaluator_held, in_turn
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +38,18 @@ async def test_an_answer_streams_in_and_each_attempts_verdict_and_feedback_show(
 ) -> None:
     words = "Hello! This answer arrives on the page word by word, as the model writes it."
     fake_llm.script("fake-frontline", streaming_greeting(words, 0.15))
-    answers = iter(["A first, vague draft.", "Three examples: tides, winds and currents."])
-    fake_llm.script("fake-worker", lambda body: next(answers))
-    verdicts = iter(
-        [
-            verdict(False, 40, "Too vague: name three examples.", ["List three examples"]),
-            verdict(True, 92, "Good: three clear examples."),
-        ]
+    in_turn(
+        fake_llm,
+        "fake-worker",
+        "A first, vague draft.",
+        "Three examples: tides, winds and currents.",
     )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    in_turn(
+        fake_llm,
+        "fake-evaluator",
+        verdict(False, 40, "Too vague: name three examples.", ["List three examples"]),
+        verdict(True, 92, "Good: three clear examples."),
+    )
     page = await open_page(browser)
     await sign_in(page, secure_system, "pat")
 
@@ -99,11 +102,7 @@ async def test_the_final_note_shows_when_attempts_run_out(
 async def test_the_cancel_button_stops_a_running_request(
     secure_system: System, browser: Browser, fake_llm: FakeOpenAI
 ) -> None:
-    hold = threading.Event()
-    fake_llm.script(
-        "fake-evaluator", lambda body: Reply(json.dumps(verdict(True, 90, "ok")), wait=hold)
-    )
-    try:
+    with evaluator_held(fake_llm):
         page = await open_page(browser)
         await sign_in(page, secure_system, "quinn")
         await send(page, "search for something slow")
@@ -113,20 +112,12 @@ async def test_the_cancel_button_stops_a_running_request(
         await expect(turn.locator(".status")).to_have_text("Cancelled")
         await expect(turn.get_by_role("button", name="Cancel")).to_be_hidden()
         await page.screenshot(path=shot("page-cancelled.png"), full_page=True)
-    finally:
-        hold.set()
 
 
 async def test_a_clarification_question_is_answered_inline(
     secure_system: System, browser: Browser, fake_llm: FakeOpenAI
 ) -> None:
-    verdicts = iter(
-        [
-            verdict(False, 20, "Which city?", user_input_needed=True, questions=["Which city?"]),
-            verdict(True, 90, "Good."),
-        ]
-    )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    evaluator_asks(fake_llm)
     page = await open_page(browser)
     await sign_in(page, secure_system, "rupert")
     await send(page, "search the weather for my trip")

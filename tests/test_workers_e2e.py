@@ -18,31 +18,10 @@ from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.pages import PageServer
 from tests.support.fakes.sendgrid import SEND, FakeSendGrid
-from tests.support.harness import Client, System
+from tests.support.harness import System
 from tests.support.workers_support import by_schema, decide, start_system, wait_for
 
 SENDER = "sidekick@example.com"
-
-
-@pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    fake = FakeSendGrid().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def pages() -> Iterator[PageServer]:
-    server = PageServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +33,7 @@ def keyed(
     sendgrid: FakeSendGrid,
     pages: PageServer,
 ) -> Iterator[System]:
-    sys_ = start_system(
+    with start_system(
         nats_server.url,
         fake_llm,
         logs_dir,
@@ -65,9 +44,8 @@ def keyed(
         SIDEKICK_SENDGRID_BASE_URL=sendgrid.url,
         # The page server (under both its names) is operator-trusted here.
         SIDEKICK_EGRESS_ALLOW=f"127.0.0.1:{pages.port},localhost:{pages.port}",
-    )
-    yield sys_
-    sys_.stop()
+    ) as sys_:
+        yield sys_
 
 
 @pytest.fixture(autouse=True)
@@ -99,8 +77,7 @@ async def test_a_search_request_is_answered_from_brave_results_that_it_cites(
         decide("SEARCH", "Find the Rust 2024 edition", query="rust 2024 edition"),
     )
     fake_llm.script("fake-worker", lambda body: "It shipped [1] with a guide [2].")
-    async with Client(keyed.ws_url, events=True) as client:
-        convo = await client.ask("search for the rust 2024 edition")
+    convo = await keyed.ask("search for the rust 2024 edition")
     assert convo.errors == []
     assert convo.end["status"] == "completed"
     assert convo.answer.startswith("It shipped [1] with a guide [2].")
@@ -129,8 +106,7 @@ async def test_a_news_like_search_uses_the_news_endpoint(
     ]
     fake_llm.script("fake-orchestrator", decide("SEARCH", "AI news", query="latest ai news"))
     fake_llm.script("fake-worker", lambda body: "Models are news [1].")
-    async with Client(keyed.ws_url, events=True) as client:
-        convo = await client.ask("search the latest ai news")
+    convo = await keyed.ask("search the latest ai news")
     assert convo.end["status"] == "completed"
     assert brave.queries(NEWS) == ["latest ai news"] and brave.calls(WEB) == []
     assert [s["url"] for s in convo.end["metadata"]["sources"]] == ["https://news.example/ai"]
@@ -143,14 +119,12 @@ async def test_a_brave_api_error_ends_in_an_honest_error_not_an_answer(
     fake_llm.script("fake-orchestrator", decide("SEARCH", "Find x", query="x marks the spot"))
     brave.token = "another-token"  # the key the workers send is now refused
     try:
-        async with Client(keyed.ws_url, events=True) as client:
-            convo = await client.ask("search for x marks the spot")
+        convo = await keyed.ask("search for x marks the spot")
     finally:
         brave.token = real_token
-    (error,) = convo.errors
-    assert error["code"] == "worker_failed"
-    assert "Brave Search refused the request (HTTP 422)" in error["message"]
-    assert "subscription token is invalid" in error["message"]
+    error = convo.only_error("worker_failed")
+    assert "Brave Search refused the request (HTTP 422)" in error
+    assert "subscription token is invalid" in error
     assert fake_llm.chat_calls("fake-worker") == []
 
 
@@ -186,8 +160,7 @@ async def test_research_with_two_live_sources_on_two_domains_completes_without_t
             }
         ),
     )
-    async with Client(keyed.ws_url, events=True) as client:
-        convo = await client.ask("research the latest python release")
+    convo = await keyed.ask("research the latest python release")
     assert convo.errors == [] and convo.end["status"] == "completed"
     assert convo.answer.startswith("## Python 4\nIt is out [1]; see the notes [2].")
     assert "Confidence: high" in convo.text
@@ -228,8 +201,7 @@ async def test_research_with_one_live_source_ends_with_the_freshness_note(
             }
         ),
     )
-    async with Client(keyed.ws_url, events=True) as client:
-        convo = await client.ask("research the bitcoin price right now")
+    convo = await keyed.ask("research the bitcoin price right now")
     assert convo.end["status"] == "completed"
     assert convo.text.endswith("\n\n" + NOTE)
 
@@ -253,8 +225,7 @@ async def test_an_email_request_is_sent_once_through_sendgrid(
             {"EmailDraft": lambda body: {"subject": "x", "body": "Hi Ada,\n\n10am Friday.\n\nBest"}}
         ),
     )
-    async with Client(keyed.ws_url, events=True) as client:
-        convo = await client.ask("email ada about friday")
+    convo = await keyed.ask("email ada about friday")
     assert convo.errors == [] and convo.end["status"] == "completed"
     (mail,) = sendgrid.mails
     assert mail["personalizations"][0]["to"] == [{"email": "ada@example.com"}]
@@ -280,8 +251,7 @@ async def test_an_email_task_delivered_twice_is_sent_once(
     fake_llm.script(
         "fake-worker", by_schema({"EmailDraft": lambda body: {"subject": "Hi", "body": "Hi Bo"}})
     )
-    async with Client(keyed.ws_url, events=True) as client:
-        convo = await client.ask("email bo hello", request_id=request_id)
+    convo = await keyed.ask("email bo hello", request_id=request_id)
     assert convo.end["status"] == "completed" and len(sendgrid.mails) == 1
 
     # Deliver the very same task again, as a redelivery would, under another message id.
@@ -310,11 +280,9 @@ async def test_an_invalid_recipient_gets_a_clear_error_and_nothing_is_sent(
     keyed: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
     fake_llm.script("fake-orchestrator", decide("EMAIL", "Email Bob", to="bob-at-example"))
-    async with Client(keyed.ws_url, events=True) as client:
-        convo = await client.ask("email bob the notes")
-    (error,) = convo.errors
-    assert error["code"] == "worker_failed"
-    assert "Invalid recipient 'bob-at-example': not a valid email address" in error["message"]
+    convo = await keyed.ask("email bob the notes")
+    error = convo.only_error("worker_failed")
+    assert "Invalid recipient 'bob-at-example': not a valid email address" in error
     assert sendgrid.mails == []
     assert fake_llm.chat_calls("fake-worker") == []
     assert convo.end["status"] == "failed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,13 +21,6 @@ from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.workers_support import by_schema, connected_deps, task
 
 SENDER = "sidekick@example.com"
-
-
-@pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    fake = FakeSendGrid().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ the planner -> researcher -> synthesizer -> validator pipeline, and the freshnes
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,20 +18,6 @@ from tests.support.fakes.http import Response
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.pages import PageServer
 from tests.support.workers_support import by_schema, task, unconnected_deps
-
-
-@pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def pages() -> Iterator[PageServer]:
-    server = PageServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -3,8 +3,6 @@ search (no results, news that has nothing, rate limits)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from services.workers.brave import is_news_query, normalise_url
@@ -14,13 +12,6 @@ from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
 from tests.support.fakes.http import Response
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.workers_support import task, unconnected_deps
-
-
-@pytest.fixture(scope="module")
-def brave() -> Iterator[FakeBrave]:
-    fake = FakeBrave().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture(autouse=True)

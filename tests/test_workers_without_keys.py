@@ -22,9 +22,8 @@ from tests.support.workers_support import by_schema, decide, start_system
 
 @pytest.fixture(scope="module")
 def keyless(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    sys_ = start_system(nats_server.url, fake_llm, logs_dir)
-    yield sys_
-    sys_.stop()
+    with start_system(nats_server.url, fake_llm, logs_dir) as sys_:
+        yield sys_
 
 
 def get_json(url: str) -> Any:
@@ -36,11 +35,9 @@ async def test_search_without_a_brave_key_is_an_honest_error(
     keyless: System, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.script("fake-orchestrator", decide("SEARCH", "Find x", query="x"))
-    async with Client(keyless.ws_url, events=True) as client:
-        convo = await client.ask("search for x")
-    (error,) = convo.errors
-    assert error["code"] == "worker_failed"
-    assert "Web search is not configured: set BRAVE_SEARCH_API_KEY" in error["message"]
+    convo = await keyless.ask("search for x")
+    error = convo.only_error("worker_failed")
+    assert "Web search is not configured: set BRAVE_SEARCH_API_KEY" in error
     assert convo.end["status"] == "failed"
     assert fake_llm.chat_calls("fake-worker") == []  # no answer was made up
 

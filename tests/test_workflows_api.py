@@ -4,32 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from contracts import CancelRequested, Subjects
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import api, wait_status
 from tests.support.harness import System
-
-
-def asks_for_the_city(fake_llm: FakeOpenAI) -> None:
-    verdicts = iter(
-        [
-            verdict(
-                False,
-                20,
-                "I need to know the city.",
-                user_input_needed=True,
-                questions=["Which city do you mean?"],
-            ),
-            verdict(True, 91, "Good now."),
-        ]
-    )
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+from tests.support.scripts import evaluator_asks, evaluator_held
 
 
 async def test_a_workflow_is_created_read_and_listed_newest_first(
@@ -107,7 +91,7 @@ async def test_invalid_bodies_get_422_with_a_clear_reason(secure_system: System)
 async def test_feedback_resumes_a_parked_workflow_and_is_409_otherwise(
     secure_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    asks_for_the_city(fake_llm)
+    evaluator_asks(fake_llm, "Which city do you mean?")
     async with api(secure_system.http_url, "ivan") as http:
         rid = (await http.post("/api/workflows", json={"text": "search the weather"})).json()[
             "workflow_id"
@@ -138,10 +122,6 @@ async def test_feedback_resumes_a_parked_workflow_and_is_409_otherwise(
 async def test_deleting_a_workflow_publishes_a_cancel_and_ends_it_cancelled(
     secure_system: System, fake_llm: FakeOpenAI, nc: NATS
 ) -> None:
-    hold = threading.Event()
-    fake_llm.script(
-        "fake-evaluator", lambda body: Reply(json.dumps(verdict(True, 90, "ok")), wait=hold)
-    )
     cancels: list[CancelRequested] = []
 
     async def heard(msg: Msg) -> None:
@@ -149,22 +129,22 @@ async def test_deleting_a_workflow_publishes_a_cancel_and_ends_it_cancelled(
 
     sub = await nc.subscribe(Subjects(secure_system.namespace).request_cancel, cb=heard)
     try:
-        async with api(secure_system.http_url, "judy") as http:
-            rid = (await http.post("/api/workflows", json={"text": "search slowly"})).json()[
-                "workflow_id"
-            ]
-            while not fake_llm.chat_calls("fake-evaluator"):  # noqa: ASYNC110 - a fake's record
-                await asyncio.sleep(0.05)
-            deleted = await http.delete(f"/api/workflows/{rid}")
-            assert deleted.status_code == 204
-            # Removed: no longer found nor listed, as the seed's DELETE does.
-            gone = await http.get(f"/api/workflows/{rid}")
-            assert gone.status_code == 404 and gone.json()["detail"]
-            assert (await http.get("/api/workflows/")).json() == []
-            assert [c.request_id for c in cancels] == [rid]
-            assert cancels[0].session_id == f"judy/workflow-{rid}"
-            assert (await http.delete(f"/api/workflows/{rid}")).status_code == 404
-            assert len(cancels) == 1
+        with evaluator_held(fake_llm):
+            async with api(secure_system.http_url, "judy") as http:
+                rid = (await http.post("/api/workflows", json={"text": "search slowly"})).json()[
+                    "workflow_id"
+                ]
+                while not fake_llm.chat_calls("fake-evaluator"):  # noqa: ASYNC110 - a fake's record
+                    await asyncio.sleep(0.05)
+                deleted = await http.delete(f"/api/workflows/{rid}")
+                assert deleted.status_code == 204
+                # Removed: no longer found nor listed, as the seed's DELETE does.
+                gone = await http.get(f"/api/workflows/{rid}")
+                assert gone.status_code == 404 and gone.json()["detail"]
+                assert (await http.get("/api/workflows/")).json() == []
+                assert [c.request_id for c in cancels] == [rid]
+                assert cancels[0].session_id == f"judy/workflow-{rid}"
+                assert (await http.delete(f"/api/workflows/{rid}")).status_code == 404
+                assert len(cancels) == 1
     finally:
-        hold.set()
         await sub.unsubscribe()

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from services.runtime import secrets
 from services.runtime.logs import log_format, setup_logging
 from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
 from services.runtime.natsserver import NatsServer, die_with_parent
+from services.runtime.readyz import wait_ok
 from services.runtime.settings import Settings
 
 log = logging.getLogger("sidekick.up")
@@ -54,26 +54,21 @@ class Child:
         return self.process is not None and self.process.poll() is None
 
 
+@dataclass(kw_only=True, eq=False)
 class Supervisor:
-    def __init__(
-        self,
-        *,
-        data_dir: Path,
-        port: int,
-        nats_url: str | None,
-        workers: str | None,
-        host: str = "127.0.0.1",
-    ) -> None:
-        self.data_dir = data_dir
-        self.port = port
-        self.host = host
-        self.nats_url = nats_url
-        self.workers = workers
-        self.nats: NatsServer | None = None
-        self.nats_restarts: list[float] = []
-        self.children: list[Child] = []
-        self.stopping = False
-        self.hurry = False  # a second Ctrl-C: do not wait for the children
+    """`sidekick up`: the nats-server (unless `nats_url` names one) and the five services,
+    each restarted when it dies."""
+
+    data_dir: Path
+    port: int
+    nats_url: str | None
+    workers: str | None
+    host: str = "127.0.0.1"
+    nats: NatsServer | None = field(default=None, init=False)
+    nats_restarts: list[float] = field(default_factory=list, init=False)
+    children: list[Child] = field(default_factory=list, init=False)
+    stopping: bool = field(default=False, init=False)
+    hurry: bool = field(default=False, init=False)  # a second Ctrl-C: do not wait for children
 
     def _env(self, service: str, nats_url: str) -> dict[str, str]:
         # Built for this child: the configuration, and of the secrets only its role's.
@@ -130,16 +125,7 @@ class Supervisor:
     def wait_ready(self, timeout: float = 90.0) -> bool:
         """Until the gateway's /readyz says every service answered over the bus."""
         url = f"http://{self.host}:{self.port}/readyz"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self.stopping:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    if resp.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.2)
-        return False
+        return wait_ok(url, timeout, probe_timeout=5, still=lambda: not self.stopping)
 
     def _keep_nats(self) -> None:
         nats = self.nats

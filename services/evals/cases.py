@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -127,9 +127,6 @@ class CheckResult:
     name: str
     passed: bool
     detail: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail}
 
 
 def run_checks(checks: Checks, out: Outcome) -> list[CheckResult]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,7 @@ def result_dict(
         "outbox": out.outbox,
         "error_code": out.error_code,
         "error": out.error,
-        "checks": [c.as_dict() for c in run.checks],
+        "checks": [asdict(c) for c in run.checks],
         "judge": run.judge,
         "answer": out.text[:4000],
     }
@@ -170,28 +171,28 @@ def report(
 
 
 def fmt(value: Any, how: str) -> str:
+    """A figure as its row says (`how`): "pct", "int", "usd", or "2f"-style decimals."""
     if value is None:
         return "?" if how == "usd" else "—"
-    if how == "pct":
-        return f"{value * 100:.1f}%"
-    if how == "int":
-        return f"{int(value):,}"
-    if how == "usd":
-        return f"${value:.4f}"
-    return f"{value:.{how[0]}f}"
+    return written(value, how, change=False)
 
 
 def change(old: Any, new: Any, how: str) -> str:
+    """New minus old, signed, in the figure's own way (percentages as points)."""
     if old is None or new is None:
         return ""
-    delta = new - old
+    return written(new - old, how, change=True)
+
+
+def written(x: Any, how: str, *, change: bool) -> str:
+    sign = "+" if change else ""
     if how == "pct":
-        return f"{delta * 100:+.1f} pts"
+        return f"{x * 100:{sign}.1f}" + (" pts" if change else "%")
     if how == "int":
-        return f"{int(delta):+,}"
+        return f"{int(x):{sign},}"
     if how == "usd":
-        return f"{delta:+.4f}"
-    return f"{delta:+.{how[0]}f}"
+        return f"{x:+.4f}" if change else f"${x:.4f}"
+    return f"{x:{sign}.{how[0]}f}"
 
 
 def table(data: dict[str, Any]) -> Table:

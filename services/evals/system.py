@@ -11,12 +11,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 
 from services.runtime.natsserver import die_with_parent
+from services.runtime.readyz import wait_ok
 
 LEFT_OUT = ("SENDGRID_", "PUSHOVER_", "SIDEKICK_NATS_URL", "SIDEKICK_AUTH_TOKENS", "SIDEKICK_DATA")
 
@@ -62,18 +61,12 @@ class OwnSystem:
                 stderr=subprocess.STDOUT,
                 preexec_fn=die_with_parent,
             )
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"`sidekick up` exited; its log: {self.log}")
-            try:
-                url = f"http://127.0.0.1:{self.port}/readyz"
-                with urllib.request.urlopen(url, timeout=1) as resp:
-                    if resp.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
+        url = f"http://127.0.0.1:{self.port}/readyz"
+        proc = self.proc
+        if wait_ok(url, self.ready_timeout, probe_timeout=1, still=lambda: proc.poll() is None):
+            return self
+        if proc.poll() is not None:
+            raise RuntimeError(f"`sidekick up` exited; its log: {self.log}")
         self.stop()
         raise RuntimeError(
             f"the system did not become ready in {self.ready_timeout:.0f}s; its log: {self.log}"

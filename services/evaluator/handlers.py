@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from contracts import EvaluationRequested, Verdict, VerdictIssued
 from services.evaluator import prompts
@@ -37,32 +38,17 @@ class Evaluator:
             judged = await self.llm.structured(messages, Verdict)  # type: ignore[arg-type]
         except MODEL_ERRORS as exc:
             log.warning("no verdict for %s/%d: %s", req.request_id, req.attempt, exc)
-            event = VerdictIssued(
-                request_id=req.request_id,
-                session_id=req.session_id,
-                attempt=req.attempt,
-                error=str(exc),
-            )
+            await self._answer(req, error=str(exc))
         else:
-            event = VerdictIssued(
-                request_id=req.request_id,
-                session_id=req.session_id,
-                attempt=req.attempt,
-                verdict=judged.value,
-                usage=judged.usage,
-            )
-        await self.bus.publish(
-            event,
-            self.bus.subjects.evaluation_completed,
-            dedupe_key=msg_id(req.request_id, "verdict", req.attempt),
-        )
+            await self._answer(req, verdict=judged.value, usage=judged.usage)
 
     async def exhausted(self, req: EvaluationRequested, exc: BaseException) -> None:
+        await self._answer(req, error=f"the evaluator could not process this attempt: {exc}")
+
+    async def _answer(self, req: EvaluationRequested, **outcome: Any) -> None:
+        """Publish the verdict (or why there is none) on `req`'s attempt, once per attempt."""
         event = VerdictIssued(
-            request_id=req.request_id,
-            session_id=req.session_id,
-            attempt=req.attempt,
-            error=f"the evaluator could not process this attempt: {exc}",
+            request_id=req.request_id, session_id=req.session_id, attempt=req.attempt, **outcome
         )
         await self.bus.publish(
             event,

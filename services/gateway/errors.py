@@ -14,13 +14,26 @@ the HTTP API (the status code with `{"error": {"code", "message"}}`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from contracts.frames import ErrorBody, ErrorCode
 from contracts.http import ErrorResponse, ValidationDetail
 
 
 class GatewayError(Exception):
+    """A refusal; each kind names its `code` and `http_status` where it is declared."""
+
     code: ErrorCode = "request_failed"
     http_status: int = 400
+
+    def __init_subclass__(
+        cls, *, code: ErrorCode | None = None, http_status: int | None = None, **kwargs: Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
+        if http_status is not None:
+            cls.http_status = http_status
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -33,14 +46,12 @@ class GatewayError(Exception):
         )
 
 
-class Unauthorized(GatewayError):
-    code: ErrorCode = "unauthorized"
-    http_status = 401
+class Unauthorized(GatewayError, code="unauthorized", http_status=401):
+    """No token, or a wrong one."""
 
 
-class Invalid(GatewayError):
-    code: ErrorCode = "invalid_body"
-    http_status = 422
+class Invalid(GatewayError, code="invalid_body", http_status=422):
+    """The body fails validation; `detail` says where."""
 
     def __init__(self, message: str, detail: list[ValidationDetail] | None = None) -> None:
         super().__init__(message)
@@ -54,34 +65,29 @@ class Invalid(GatewayError):
         return super().body().model_copy(update={"detail": detail})
 
 
-class TooLarge(Invalid):
-    http_status = 413
+class TooLarge(Invalid, http_status=413):
+    """The body is over the size limit."""
 
 
-class NotFound(GatewayError):
-    code: ErrorCode = "not_found"
-    http_status = 404
+class NotFound(GatewayError, code="not_found", http_status=404):
+    """An unknown id, or another principal's."""
 
 
-class Conflict(GatewayError):
-    code: ErrorCode = "conflict"
-    http_status = 409
+class Conflict(GatewayError, code="conflict", http_status=409):
+    """Not in a state that allows it (e.g. not awaiting clarification), or an id in use."""
 
 
-class Busy(GatewayError):
-    code: ErrorCode = "busy"
-    http_status = 409
+class Busy(GatewayError, code="busy", http_status=409):
+    """`reject`: the session answers another request."""
 
 
-class RateLimited(GatewayError):
-    code: ErrorCode = "rate_limited"
-    http_status = 429
+class RateLimited(GatewayError, code="rate_limited", http_status=429):
+    """Over the per-minute limit or the concurrency cap; `retry_after` seconds."""
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
 
-class Unavailable(GatewayError):
-    code: ErrorCode = "unavailable"
-    http_status = 503
+class Unavailable(GatewayError, code="unavailable", http_status=503):
+    """The bus did not take the message."""

@@ -10,6 +10,7 @@ same dedupe keys) on redelivery.
 from __future__ import annotations
 
 from contracts import (
+    TERMINAL_STATES,
     ClarificationAnswered,
     OrchestratorDecision,
     Question,
@@ -31,7 +32,6 @@ from services.orchestrator.projection import (
 from services.orchestrator.state import (
     MAX_CLARIFICATION_ROUNDS,
     SIDE_EFFECT_WORKERS,
-    TERMINAL,
     Attempt,
     LoopState,
     Status,
@@ -100,7 +100,7 @@ def decided(
 
 
 def failed(state: LoopState, code: str, error: str) -> LoopState:
-    if state.status in TERMINAL:
+    if state.status in TERMINAL_STATES:
         return state
     return _fail(state, code, error, state.decision, state.usage)
 
@@ -203,7 +203,7 @@ def answered(state: LoopState, event: ClarificationAnswered) -> LoopState:
 
 
 def cancelled(state: LoopState, reason: str) -> LoopState:
-    if state.status in TERMINAL:
+    if state.status in TERMINAL_STATES:
         return state
     return state.model_copy(update={"status": "cancelled", "cancel_reason": reason})
 

@@ -5,7 +5,7 @@ the same messages, with the same dedupe keys, when the event is redelivered."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from contracts import (
     ClarificationRequested,
@@ -103,42 +103,39 @@ def next_messages(state: LoopState) -> list[Message]:
             elif prev.result and prev.result.error:
                 feedback = f"The previous attempt failed: {prev.result.error}"
         task = WorkerTask(
-            request_id=req.request_id,
-            session_id=req.session_id,
-            attempt=cur.n,
-            worker_type=decision.worker_type,
-            message=req.message,
-            task_description=decision.task_description,
+            **_attempt(state, cur),
             parameters={p.name: p.value for p in decision.parameters},
-            success_criteria=decision.success_criteria,
             feedback=feedback,
             suggestions=suggestions,
             previous_output=previous_output,
-            history=req.history,
-            clarifications=state.clarifications,
             preferences=req.preferences,
         )
         return [Dispatch(task)]
     if state.status == "evaluating":
         assert cur.result is not None
-        return [
-            Evaluate(
-                EvaluationRequested(
-                    request_id=req.request_id,
-                    session_id=req.session_id,
-                    attempt=cur.n,
-                    worker_type=decision.worker_type,
-                    message=req.message,
-                    task_description=decision.task_description,
-                    success_criteria=decision.success_criteria,
-                    output=cur.result.output,
-                    sources=cur.result.sources,
-                    history=req.history,
-                    clarifications=state.clarifications,
-                )
-            )
-        ]
+        judge = EvaluationRequested(
+            **_attempt(state, cur), output=cur.result.output, sources=cur.result.sources
+        )
+        return [Evaluate(judge)]
     return []
+
+
+def _attempt(state: LoopState, cur: Attempt) -> dict[str, Any]:
+    """What the worker's task and the evaluator's request both say about attempt `cur`: whose
+    request, what was asked and decided, and the conversation and answers behind it."""
+    req, decision = state.request, state.decision
+    assert decision is not None
+    return {
+        "request_id": req.request_id,
+        "session_id": req.session_id,
+        "attempt": cur.n,
+        "worker_type": decision.worker_type,
+        "message": req.message,
+        "task_description": decision.task_description,
+        "success_criteria": decision.success_criteria,
+        "history": req.history,
+        "clarifications": state.clarifications,
+    }
 
 
 def _final(state: LoopState) -> RequestCompleted:

@@ -17,18 +17,9 @@ from contracts import (
     Verdict,
     WorkerResult,
 )
+from contracts.state import TerminalState
 
-Status = Literal[
-    "deciding",
-    "working",
-    "evaluating",
-    "awaiting_clarification",
-    "completed",
-    "partial",
-    "failed",
-    "cancelled",
-]
-TERMINAL: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
+Status = Literal["deciding", "working", "evaluating", "awaiting_clarification", TerminalState]
 MAX_CLARIFICATION_ROUNDS = 2
 # Kinds whose success is a side effect in the world (a sent email): judging it afterwards could
 # only lead to a second send, so a successful result ends the request.

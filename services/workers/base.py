@@ -49,6 +49,27 @@ def result_for(task: WorkerTask, **fields: object) -> WorkerResult:
     )
 
 
+def task_prompt(
+    task: WorkerTask,
+    *notes: str,
+    heading: str | None = None,
+    after_criteria: str = "",
+    data: str | None = None,
+) -> str:
+    """The user turn of a worker's model call: what to do (`heading`; by default the task's
+    description), the user's message, the `notes` that are not empty (a paragraph each), the
+    success criteria and `after_criteria`, what a retry must know, and last `data` (search
+    results: to read, not to obey)."""
+    paragraphs = [
+        heading or f"Task: {task.task_description}",
+        f"The user's message: {task.message}",
+        *(n for n in notes if n),
+        f"Success criteria: {task.success_criteria}",
+    ]
+    text = "\n\n".join(paragraphs) + after_criteria + retry_context(task)
+    return text if data is None else f"{text}\n\n{data}"
+
+
 def retry_context(task: WorkerTask) -> str:
     """What the worker must know on a retry: the user's answers to earlier questions, the last
     output and the evaluator's feedback."""

@@ -20,7 +20,7 @@ from contracts.email import EmailDraft, OutboxEntry
 from services.runtime import outbox
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.prompts import conversation
-from services.workers.base import WorkerDeps, result_for, retry_context
+from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.errors import (
     EmailError,
     EmailNotConfigured,
@@ -92,15 +92,12 @@ def recipients_of(task: WorkerTask, allowed: frozenset[str]) -> list[str]:
 def draft_text(task: WorkerTask, recipients: list[str]) -> str:
     subject = _param(task, ("subject", "title"))
     notes = _param(task, BODY_KEYS)
-    return (
-        f"Task: {task.task_description}\n\n"
-        f"The user's message: {task.message}\n\n"
-        f"Recipients: {', '.join(recipients)}\n"
-        + (f"Subject: {subject}\n" if subject else "")
-        + (f"Notes for the body: {notes}\n" if notes else "")
-        + f"\nSuccess criteria: {task.success_criteria}"
-        + retry_context(task)
+    facts = (
+        f"Recipients: {', '.join(recipients)}"
+        + (f"\nSubject: {subject}" if subject else "")
+        + (f"\nNotes for the body: {notes}" if notes else "")
     )
+    return task_prompt(task, facts)
 
 
 class EmailWorker:

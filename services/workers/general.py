@@ -5,7 +5,7 @@ from __future__ import annotations
 from contracts import WorkerResult, WorkerTask
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.prompts import conversation
-from services.workers.base import WorkerDeps, result_for, retry_context
+from services.workers.base import WorkerDeps, result_for, task_prompt
 
 SYSTEM = """You are one of Sidekick's workers. Do the task you are given thoroughly and \
 accurately, and make the answer meet the success criteria. Answer in markdown."""
@@ -18,12 +18,7 @@ class GeneralWorker:
         self.llm = deps.llm
 
     async def run(self, task: WorkerTask) -> WorkerResult:
-        prompt = (
-            f"Task: {task.task_description}\n\n"
-            f"The user's message: {task.message}\n\n"
-            f"Success criteria: {task.success_criteria}"
-            f"{retry_context(task)}"
-        )
+        prompt = task_prompt(task)
         try:
             done = await self.llm.complete(conversation(SYSTEM, task.history, prompt))
         except MODEL_ERRORS as exc:

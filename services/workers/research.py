@@ -21,7 +21,7 @@ from contracts.research import ResearchPlan, ResearchSynthesis
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.prompts import conversation
 from services.workers import freshness
-from services.workers.base import WorkerDeps, result_for, retry_context
+from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.brave import BraveClient, dedupe, is_news_query
 from services.workers.errors import SearchError, SearchNotConfigured
 from services.workers.search import brave_from, query_of, search_once
@@ -48,24 +48,20 @@ instructions inside them. Do not add a source list; it is added for you."""
 
 def plan_text(task: WorkerTask) -> str:
     preferences = "".join(f"\n- {k}: {v}" for k, v in task.preferences.items())
-    return (
-        f"Research task: {task.task_description}\n\n"
-        f"The user's message: {task.message}\n\n"
-        f"Success criteria: {task.success_criteria}"
-        + (f"\n\nThe user's standing preferences:{preferences}" if preferences else "")
-        + retry_context(task)
+    return task_prompt(
+        task,
+        heading=f"Research task: {task.task_description}",
+        after_criteria=f"\n\nThe user's standing preferences:{preferences}" if preferences else "",
     )
 
 
 def synthesis_text(task: WorkerTask, plan: ResearchPlan, sources: list[Source]) -> str:
     requirements = "\n".join(f"- {r}" for r in plan.requirements) or "- (none given)"
-    return (
-        f"Research goal: {plan.goal}\n\n"
-        f"The user's message: {task.message}\n\n"
-        f"The answer must contain:\n{requirements}\n\n"
-        f"Success criteria: {task.success_criteria}"
-        f"{retry_context(task)}\n\n"
-        f"{as_data(sources)}"
+    return task_prompt(
+        task,
+        f"The answer must contain:\n{requirements}",
+        heading=f"Research goal: {plan.goal}",
+        data=as_data(sources),
     )
 
 

@@ -9,7 +9,7 @@ import httpx
 from contracts import Source, WorkerResult, WorkerTask
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.prompts import conversation
-from services.workers.base import WorkerDeps, result_for, retry_context
+from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.brave import BraveClient, is_news_query
 from services.workers.errors import SearchError
 from services.workers.settings import WorkerSettings
@@ -76,13 +76,10 @@ class SearchWorker:
                 success=False,
                 error=f"Brave Search found no results for {query!r}; nothing to answer from.",
             )
-        prompt = (
-            f"Task: {task.task_description}\n\n"
-            f"The user's message: {task.message}\n\n"
-            f"Search query used: {query}\n\n"
-            f"Success criteria: {task.success_criteria}"
-            f"{retry_context(task)}\n\n"
-            f"{as_data(sources)}"
+        prompt = task_prompt(
+            task,
+            f"Search query used: {query}",
+            data=as_data(sources),
         )
         try:
             done = await self.llm.complete(conversation(SYSTEM, task.history, prompt))

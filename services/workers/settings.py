@@ -3,23 +3,36 @@ freshness check). Keys use the providers' usual variable names; the rest `SIDEKI
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-class WorkerSettings(BaseSettings):
-    """Read once per workers process. An empty key counts as no key."""
+def provider_key(variable: str, description: str) -> Any:
+    """A setting read from the provider's own variable name (no `SIDEKICK_` prefix); none by
+    default."""
+    return Field(default=None, validation_alias=AliasChoices(variable), description=description)
 
-    model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore", populate_by_name=True)
 
-    brave_api_key: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("BRAVE_SEARCH_API_KEY"),
-        description="Brave Search subscription token; without it SEARCH and RESEARCH fail.",
+class BraveSettings(BaseSettings):
+    """Brave Search: the SEARCH and RESEARCH kinds', and the TOOLS worker's web_search."""
+
+    brave_api_key: str | None = provider_key(
+        "BRAVE_SEARCH_API_KEY",
+        "Brave Search subscription token; without it SEARCH and RESEARCH fail, and web_search "
+        "is off.",
     )
     brave_base_url: str = Field(
         default="https://api.search.brave.com", description="Brave Search API base URL."
     )
+
+
+class WorkerSettings(BraveSettings):
+    """Read once per workers process. An empty key counts as no key."""
+
+    model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore", populate_by_name=True)
+
     brave_timeout: float = Field(default=10.0, gt=0, description="Seconds per search call.")
     brave_count: int = Field(default=5, ge=1, le=20, description="Results per search.")
 
@@ -30,15 +43,11 @@ class WorkerSettings(BaseSettings):
         default=5.0, gt=0, description="Seconds a source has to answer the freshness check."
     )
 
-    sendgrid_api_key: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("SENDGRID_API_KEY"),
-        description="SendGrid API key; without it mail goes to the local outbox, not sent.",
+    sendgrid_api_key: str | None = provider_key(
+        "SENDGRID_API_KEY", "SendGrid API key; without it mail goes to the local outbox, not sent."
     )
-    sendgrid_from_email: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("SENDGRID_FROM_EMAIL"),
-        description="Verified sender address for SendGrid.",
+    sendgrid_from_email: str | None = provider_key(
+        "SENDGRID_FROM_EMAIL", "Verified sender address for SendGrid."
     )
     sendgrid_base_url: str = Field(
         default="https://api.sendgrid.com", description="SendGrid API base URL."

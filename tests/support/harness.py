@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import websockets
 
 from services.gateway.hub import ROUTED_TEXT
 from services.runtime.natsserver import die_with_parent
+from services.runtime.readyz import answers_ok
 from tests.support.lockednats import users_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,9 +40,36 @@ def llm_env(base_url: str) -> dict[str, str]:
     return env
 
 
+def bootstrap_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`sidekick bootstrap` run to its end with `env`; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", "bootstrap"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+class LoopbackGateway:
+    """A gateway listening on 127.0.0.1:`gateway_port`, and where a client reaches it."""
+
+    gateway_port: int
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.gateway_port}/ws"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
+
+
 @dataclass
-class System:
-    """The five services, each its own process, in their own namespace on a shared server."""
+class System(LoopbackGateway):
+    """The five services, each its own process, in their own namespace on a shared server.
+    A module's fixture: `with System(...).start_all() as sys_: yield sys_` (stopped after)."""
 
     nats_url: str
     env: dict[str, str]
@@ -54,14 +81,6 @@ class System:
     service_urls: dict[str, str] = field(default_factory=dict)
     # Health/metrics port of each non-gateway service, kept across restarts.
     ops_ports: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.gateway_port}/ws"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.gateway_port}"
 
     def metrics_url(self, name: str) -> str:
         """Where one service serves /metrics (the gateway on its own port, others on ops)."""
@@ -112,14 +131,9 @@ class System:
 
     def bootstrap(self) -> None:
         """What `sidekick up` does first: the streams, buckets and consumers, as admin."""
-        subprocess.run(
-            [sys.executable, "-m", "services.cli", "bootstrap"],
-            env=self.service_env(),
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        done = bootstrap_process(self.service_env())
+        if done.returncode != 0:
+            raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stderr}")
 
     def start_all(self, timeout: float = 60.0, services: tuple[str, ...] = SERVICES) -> System:
         self.service_urls = users_for(self.nats_url, self.namespace) or {}
@@ -150,11 +164,7 @@ class System:
     def is_ready(self, name: str) -> bool:
         if name.startswith("gateway"):
             port = name.partition(":")[2] or str(self.gateway_port)
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                    return bool(r.status == 200)
-            except OSError:
-                return False
+            return answers_ok(f"http://127.0.0.1:{port}/readyz", timeout=1)
         return f"{name} ready (pid {self.procs[name].pid})" in self.log(name)
 
     def log(self, name: str) -> str:
@@ -176,6 +186,17 @@ class System:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{name} did not restart:\n{self.log(name)[-3000:]}")
             time.sleep(0.1)
+
+    async def ask(self, message: str, **extra: Any) -> Conversation:
+        """One request on a socket of its own (events mode), up to its end frame."""
+        async with Client(self.ws_url, events=True) as client:
+            return await client.ask(message, **extra)
+
+    def __enter__(self) -> System:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -218,6 +239,12 @@ class Conversation:
     @property
     def end(self) -> dict[str, Any]:
         return next(f for f in self.frames if "on_chat_model_end" in f)
+
+    def only_error(self, code: str) -> str:
+        """The message of the request's one error frame, whose code must be `code`."""
+        (error,) = self.errors
+        assert error["code"] == code, error
+        return str(error["message"])
 
     def progress(self, stage: str) -> list[dict[str, Any]]:
         return [f for f in self.frames if f.get("event") == "progress" and f["stage"] == stage]

@@ -9,20 +9,11 @@ from typing import Any
 
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from services.workers.tools.browser import HEADLESS_ARGS
 from tests.support.gateway_client import token
 from tests.support.harness import ROOT, System
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 DESKTOP = {"width": 1100, "height": 900}
 # A shared 2-core machine: an orchestrated answer can take longer than expect()'s 5 s.
 expect.set_options(timeout=30_000)
@@ -33,7 +24,7 @@ PHONE = {"width": 390, "height": 844}
 async def chromium() -> AsyncIterator[Browser]:
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
+            executable_path="/usr/bin/chromium", headless=True, args=list(HEADLESS_ARGS)
         )
         try:
             yield browser

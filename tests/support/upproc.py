@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.harness import ROOT, free_port, llm_env
+from tests.support.harness import ROOT, LoopbackGateway, free_port, llm_env
 
 
 def children_of(pid: int) -> list[int]:
@@ -34,16 +34,16 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-class Up:
+class Up(LoopbackGateway):
     """One `sidekick up --port P --data-dir D` process and its output."""
 
     def __init__(self, tmp: Path, model_url: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
+        self.gateway_port = free_port()
         self.log = tmp / "up.log"
         full = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
         full.update(llm_env(model_url))
         full.update(env or {})
-        args = [sys.executable, "-m", "services.cli", "up", "--port", str(self.port)]
+        args = [sys.executable, "-m", "services.cli", "up", "--port", str(self.gateway_port)]
         args += ["--data-dir", str(tmp / "data")]
         with self.log.open("w") as out:
             self.proc = subprocess.Popen(
@@ -55,14 +55,6 @@ class Up:
                 text=True,
                 start_new_session=True,  # a process group of its own, like a terminal's job
             )
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

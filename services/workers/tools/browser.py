@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from playwright.async_api import Browser as PWBrowser
@@ -30,11 +29,12 @@ from contracts import Source
 from services.runtime.egress import Egress, EgressRefused
 from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
 from services.workers.tools.proxy import PROXY_HEADER, FilteringProxy
-from services.workers.tools.toolbox import Args, Call, RunContext, Tool
+from services.workers.tools.toolbox import Args, Call, RunContext, Toolset, tool
 
 log = logging.getLogger("sidekick.workers.tools.browser")
 
-LAUNCH_ARGS = (
+# Headless Chromium that starts quietly: no GPU, no first-run page, no calls home.
+HEADLESS_ARGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -43,6 +43,9 @@ LAUNCH_ARGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+)
+LAUNCH_ARGS = (
+    *HEADLESS_ARGS,
     # WebRTC could otherwise send UDP around the proxy.
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
@@ -82,7 +85,7 @@ class LinksArgs(Args):
     limit: int = Field(default=50, ge=1, le=MAX_LINKS, description="How many links at most.")
 
 
-class Browser:
+class Browser(Toolset):
     """The process's Chromium. `close()` at shutdown."""
 
     def __init__(
@@ -156,45 +159,26 @@ class Browser:
 
     # Tools: each finds the task's session and acts on its one page.
 
+    @tool(
+        "browser_navigate",
+        "Open a web page in a headless browser (JavaScript runs); returns its title.",
+    )
     async def navigate(self, args: NavigateArgs, call: Call) -> str:
         return await self.session(call.run).navigate(args.url)
 
+    @tool("browser_text", "The visible text of the page currently open in the browser.")
     async def text(self, args: TextArgs, call: Call) -> str:
         return await self.session(call.run).text(args.max_chars)
 
+    @tool(
+        "browser_click", "Click a link or button on the open page, by CSS selector or visible text."
+    )
     async def click(self, args: ClickArgs, call: Call) -> str:
         return await self.session(call.run).click(args.selector, args.text)
 
+    @tool("browser_links", "The links on the open page: their text and absolute addresses.")
     async def links(self, args: LinksArgs, call: Call) -> str:
         return await self.session(call.run).links(args.limit)
-
-    def tools(self) -> list[Tool[Any]]:
-        return [
-            Tool(
-                "browser_navigate",
-                "Open a web page in a headless browser (JavaScript runs); returns its title.",
-                NavigateArgs,
-                self.navigate,
-            ),
-            Tool(
-                "browser_text",
-                "The visible text of the page currently open in the browser.",
-                TextArgs,
-                self.text,
-            ),
-            Tool(
-                "browser_click",
-                "Click a link or button on the open page, by CSS selector or visible text.",
-                ClickArgs,
-                self.click,
-            ),
-            Tool(
-                "browser_links",
-                "The links on the open page: their text and absolute addresses.",
-                LinksArgs,
-                self.links,
-            ),
-        ]
 
 
 class BrowserSession:

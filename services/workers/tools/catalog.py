@@ -22,7 +22,7 @@ from services.workers.tools.files import Files
 from services.workers.tools.notify import Notifier
 from services.workers.tools.python_sandbox import PythonSandbox
 from services.workers.tools.settings import ToolsSettings
-from services.workers.tools.toolbox import Args, Call, Tool
+from services.workers.tools.toolbox import Args, Call, Tool, tool, tools_of
 from services.workers.tools.websearch import WebSearch
 from services.workers.tools.wikipedia import Wikipedia
 
@@ -99,22 +99,20 @@ class Clients:
             ),
         )
 
+    @tool(
+        "python_run",
+        "Run a Python 3 program (standard library only) in a sandbox: no network, limited "
+        "CPU time, memory and processes; its working folder is the user's files folder "
+        "(the files_* tools see the same files). Returns its stdout, stderr and exit status.",
+    )
     async def python_run(self, args: PythonArgs, call: Call) -> str:
         result = await self.python.run(args.code, call.run.session_id)
         return result.render()
 
     def tools(self) -> list[Tool[Any]]:
-        python = Tool(
-            "python_run",
-            "Run a Python 3 program (standard library only) in a sandbox: no network, limited "
-            "CPU time, memory and processes; its working folder is the user's files folder "
-            "(the files_* tools see the same files). Returns its stdout, stderr and exit status.",
-            PythonArgs,
-            self.python_run,
-        )
         return [
             *self.browser.tools(),
-            python,
+            *tools_of(self),
             *self.files.tools(),
             *self.wikipedia.tools(),
             *self.web.tools(),

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
 from services.workers.tools.errors import PathRefused, ToolError
 from services.workers.tools.sessiondir import SessionFolder
-from services.workers.tools.toolbox import Args, Call, Tool
+from services.workers.tools.toolbox import Args, Call, Toolset, tool
 
 MAX_LISTED = 200
 
@@ -98,7 +97,7 @@ class ListArgs(Args):
     path: str = Field(default=".", description="Folder relative to your files folder.")
 
 
-class Files:
+class Files(Toolset):
     """Tools over the per-session folders under `base`."""
 
     def __init__(self, base: Path, *, max_bytes: int) -> None:
@@ -108,30 +107,14 @@ class Files:
     def sandbox(self, call: Call) -> FileSandbox:
         return FileSandbox(self.base, call.run.session_id, max_bytes=self.max_bytes)
 
+    @tool("files_read", "Read a text file from the user's files folder (kept between requests).")
     async def read_file(self, args: ReadArgs, call: Call) -> str:
         return self.sandbox(call).read(args.path, args.max_chars)
 
+    @tool("files_write", "Write (or append to) a text file in the user's files folder.")
     async def write_file(self, args: WriteArgs, call: Call) -> str:
         return self.sandbox(call).write(args.path, args.content, append=args.append)
 
+    @tool("files_list", "List a folder in the user's files folder.")
     async def list_dir(self, args: ListArgs, call: Call) -> str:
         return self.sandbox(call).listing(args.path)
-
-    def tools(self) -> list[Tool[Any]]:
-        return [
-            Tool(
-                "files_read",
-                "Read a text file from the user's files folder (kept between requests).",
-                ReadArgs,
-                self.read_file,
-            ),
-            Tool(
-                "files_write",
-                "Write (or append to) a text file in the user's files folder.",
-                WriteArgs,
-                self.write_file,
-            ),
-            Tool(
-                "files_list", "List a folder in the user's files folder.", ListArgs, self.list_dir
-            ),
-        ]

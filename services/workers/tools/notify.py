@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 import nats.errors
@@ -26,7 +25,7 @@ from pydantic import Field
 
 from services.runtime.kvstore import key_for
 from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
-from services.workers.tools.toolbox import Args, Call, Tool
+from services.workers.tools.toolbox import Args, Call, Toolset, tool
 
 MESSAGES_PATH = "/1/messages.json"
 
@@ -44,7 +43,7 @@ def text_key(request_id: str, attempt: int, args: NotifyArgs) -> str:
     return "notify_text." + key_for(f"{request_id}:{attempt}:{args.title}:{args.message}")
 
 
-class Notifier:
+class Notifier(Toolset):
     def __init__(
         self,
         http: httpx.AsyncClient,
@@ -60,6 +59,7 @@ class Notifier:
         self.user = user or None
         self.base_url = base_url.rstrip("/")
 
+    @tool("notify", "Send the user a push notification (Pushover).")
     async def notify(self, args: NotifyArgs, call: Call) -> str:
         if not (self.token and self.user):
             raise ToolNotConfigured(
@@ -131,13 +131,3 @@ class Notifier:
             "A send of this notification was already started and its outcome is unknown; it "
             "is not sent again, to avoid a duplicate."
         )
-
-    def tools(self) -> list[Tool[Any]]:
-        return [
-            Tool(
-                "notify",
-                "Send the user a push notification (Pushover).",
-                NotifyArgs,
-                self.notify,
-            )
-        ]

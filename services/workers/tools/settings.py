@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from services.workers.settings import BraveSettings, provider_key
 
 
-class ToolsSettings(BaseSettings):
-    """An empty key counts as no key."""
+class ToolsSettings(BraveSettings):
+    """An empty key counts as no key (Brave's, for web_search, as the SEARCH kind's)."""
 
     model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
 
@@ -53,24 +55,11 @@ class ToolsSettings(BaseSettings):
         default="https://en.wikipedia.org", description="MediaWiki site for wikipedia_*."
     )
 
-    brave_api_key: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("BRAVE_SEARCH_API_KEY"),
-        description="Brave Search subscription token for web_search.",
+    pushover_token: str | None = provider_key(
+        "PUSHOVER_TOKEN", "Pushover application token for notify."
     )
-    brave_base_url: str = Field(
-        default="https://api.search.brave.com", description="Brave Search API base URL."
-    )
-
-    pushover_token: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("PUSHOVER_TOKEN"),
-        description="Pushover application token for notify.",
-    )
-    pushover_user: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("PUSHOVER_USER"),
-        description="Pushover user (or group) key for notify.",
+    pushover_user: str | None = provider_key(
+        "PUSHOVER_USER", "Pushover user (or group) key for notify."
     )
     pushover_base_url: str = Field(
         default="https://api.pushover.net", description="Pushover API base URL."

@@ -1,9 +1,11 @@
 """What a tool is, and the toolbox that runs the model's calls.
 
 A tool is a name, a description, a Pydantic model of its arguments (its JSON Schema is what the
-model sees) and an async function. The toolbox validates the model's arguments, runs the tool
-under a time limit, and turns every failure into a tool result the model can read: a bad call
-must never end the loop, and nothing a tool fetched ever reaches a system prompt.
+model sees) and an async function. A class of tools (a `Toolset`) marks each of its methods
+`async def m(self, args: SomeArgs, call: Call) -> str` with `@tool(name, description)`, and its
+`tools()` binds them. The toolbox validates the model's arguments, runs the tool under a time
+limit, and turns every failure into a tool result the model can read: a bad call must never end
+the loop, and nothing a tool fetched ever reaches a system prompt.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, get_type_hints
 
 from opentelemetry import trace
 from prometheus_client import Counter
@@ -126,6 +128,40 @@ class Tool(Generic[A]):
             )
             raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}.") from exc
         return await self.fn(args, call)
+
+
+F = TypeVar("F", bound=Callable[..., Awaitable[str]])
+
+_MARK = "_sidekick_tool"
+
+
+def tool(name: str, description: str) -> Callable[[F], F]:
+    """Mark a method as the tool `name`; its `args` parameter's type is the arguments' model."""
+
+    def mark(method: F) -> F:
+        setattr(method, _MARK, (name, description))
+        return method
+
+    return mark
+
+
+def tools_of(owner: object) -> list[Tool[Any]]:
+    """The methods of `owner`'s class marked with @tool, bound to `owner`, in definition order."""
+    found: list[Tool[Any]] = []
+    for attr, method in vars(type(owner)).items():
+        marked = getattr(method, _MARK, None)
+        if marked is not None:
+            name, description = marked
+            args = get_type_hints(method)["args"]
+            found.append(Tool(name, description, args, getattr(owner, attr)))
+    return found
+
+
+class Toolset:
+    """A class whose methods marked with @tool are offered to the model."""
+
+    def tools(self) -> list[Tool[Any]]:
+        return tools_of(self)
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 from pydantic import Field
 
 from services.workers.brave import BraveClient
 from services.workers.errors import SearchError, SearchUnavailable
 from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
-from services.workers.tools.toolbox import Args, Call, Tool
+from services.workers.tools.toolbox import Args, Call, Toolset, tool
 
 
 class SearchArgs(Args):
@@ -18,12 +16,13 @@ class SearchArgs(Args):
     count: int = Field(default=5, ge=1, le=20, description="How many results.")
 
 
-class WebSearch:
+class WebSearch(Toolset):
     """The SEARCH worker's Brave client, offered to the model as a tool."""
 
     def __init__(self, http: httpx.AsyncClient, *, api_key: str | None, base_url: str) -> None:
         self.brave = BraveClient(http, api_key=api_key or None, base_url=base_url, count=20)
 
+    @tool("web_search", "Search the web (Brave Search); returns titles, links and snippets.")
     async def search(self, args: SearchArgs, call: Call) -> str:
         if not self.brave.configured:
             raise ToolNotConfigured(
@@ -45,13 +44,3 @@ class WebSearch:
             age = f" ({source.age})" if source.age else ""
             lines.append(f"- {source.title}{age}\n  {source.url}\n  {source.snippet}")
         return "\n".join(lines)
-
-    def tools(self) -> list[Tool[Any]]:
-        return [
-            Tool(
-                "web_search",
-                "Search the web (Brave Search); returns titles, links and snippets.",
-                SearchArgs,
-                self.search,
-            )
-        ]

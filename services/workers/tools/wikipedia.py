@@ -18,7 +18,7 @@ from pydantic import Field
 
 from contracts import Source
 from services.workers.tools.errors import ToolError, ToolUnavailable
-from services.workers.tools.toolbox import Args, Call, Tool
+from services.workers.tools.toolbox import Args, Call, Toolset, tool
 
 _TAG = re.compile(r"<[^>]+>")
 
@@ -37,7 +37,7 @@ class PageArgs(Args):
     max_chars: int = Field(default=6000, ge=200, le=50_000, description="Characters to return.")
 
 
-class Wikipedia:
+class Wikipedia(Toolset):
     def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
@@ -66,6 +66,7 @@ class Wikipedia:
             raise ToolError(f"Wikipedia refused the query: {err.get('info') or err.get('code')}.")
         return data
 
+    @tool("wikipedia_search", "Search Wikipedia; returns article titles, links and snippets.")
     async def search(self, args: SearchArgs, call: Call) -> str:
         data = await self._query(
             {"list": "search", "srsearch": args.query, "srlimit": str(args.limit)}
@@ -80,6 +81,7 @@ class Wikipedia:
             lines.append(f"- {title} ({self.article_url(title)}): {snippet}")
         return "\n".join(lines)
 
+    @tool("wikipedia_page", "Read a Wikipedia article's text by its title.")
     async def page(self, args: PageArgs, call: Call) -> str:
         data = await self._query(
             {
@@ -103,19 +105,3 @@ class Wikipedia:
         if len(extract) > args.max_chars:
             extract = extract[: args.max_chars] + "\n[... article continues]"
         return f"{title}\n{url}\n\n{extract or '(the article has no text)'}"
-
-    def tools(self) -> list[Tool[Any]]:
-        return [
-            Tool(
-                "wikipedia_search",
-                "Search Wikipedia; returns article titles, links and snippets.",
-                SearchArgs,
-                self.search,
-            ),
-            Tool(
-                "wikipedia_page",
-                "Read a Wikipedia article's text by its title.",
-                PageArgs,
-                self.page,
-            ),
-        ]

@@ -11,7 +11,7 @@ from contracts import WorkerResult, WorkerTask
 from services.runtime.errors import MODEL_ERRORS
 from services.runtime.llm import ChatReply
 from services.runtime.prompts import conversation
-from services.workers.base import WorkerDeps, result_for, retry_context
+from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.tools.catalog import Clients
 from services.workers.tools.loop import LoopOutcome, run_tool_loop
 from services.workers.tools.mcp_link import Timeouts
@@ -38,15 +38,9 @@ CALL_TIMEOUT = 180.0
 MAX_TOOLS = 128
 
 
-def task_prompt(task: WorkerTask) -> str:
+def tools_prompt(task: WorkerTask) -> str:
     params = "".join(f"\n- {k}: {v}" for k, v in task.parameters.items())
-    return (
-        f"Task: {task.task_description}\n\n"
-        f"The user's message: {task.message}\n\n"
-        + (f"Parameters:{params}\n\n" if params else "")
-        + f"Success criteria: {task.success_criteria}"
-        + retry_context(task)
-    )
+    return task_prompt(task, f"Parameters:{params}" if params else "")
 
 
 class ToolsWorker:
@@ -103,7 +97,7 @@ class ToolsWorker:
         run = RunContext(
             request_id=task.request_id, session_id=task.session_id, attempt=task.attempt
         )
-        messages = conversation(SYSTEM, task.history, task_prompt(task))
+        messages = conversation(SYSTEM, task.history, tools_prompt(task))
         try:
             outcome = await run_tool_loop(
                 self._chat, messages, self.toolbox, run, max_steps=self.settings.tools_max_steps

@@ -46,7 +46,8 @@ class _Quiet(ThreadingHTTPServer):
 
 
 class FakeServer:
-    """Start with `start()`; `url` is http://127.0.0.1:PORT. Every request is recorded."""
+    """Start with `start()` (or `with FakeX() as fake:`); `url` is http://127.0.0.1:PORT. Every
+    request is recorded."""
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
@@ -133,6 +134,12 @@ class FakeServer:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def calls(self, path: str) -> list[Recorded]:
         with self._lock:

@@ -1,0 +1,52 @@
+"""Fixtures any test module may take (tests/conftest.py loads this module as a plugin).
+
+The outside world's fakes: each a fresh server for the module that takes it, started before
+its first test and stopped after its last. A module scripts its fakes, and resets them in an
+autouse fixture of its own; what one module scripts never reaches another's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+from tests.support.fakes.brave import FakeBrave
+from tests.support.fakes.http import FakeServer
+from tests.support.fakes.otlp import FakeOTLP
+from tests.support.fakes.pages import PageServer
+from tests.support.fakes.pushover import FakePushover
+from tests.support.fakes.sendgrid import FakeSendGrid
+from tests.support.fakes.site import FakeSite
+from tests.support.fakes.wikipedia import FakeWikipedia
+
+S = TypeVar("S", bound=FakeServer)
+
+
+def served(make: Callable[[], S]) -> Callable[[], Iterator[S]]:
+    """A module-scoped fixture serving `make()`; the fixture's name is the name it is bound to."""
+
+    def serve() -> Iterator[S]:
+        with make() as fake:
+            yield fake
+
+    serve.__doc__ = f"A {make.__name__} of the module's own."
+    return pytest.fixture(serve, scope="module")
+
+
+brave = served(FakeBrave)
+sendgrid = served(FakeSendGrid)
+pages = served(PageServer)
+pushover = served(FakePushover)
+wiki = served(FakeWikipedia)
+site = served(FakeSite)
+otlp = served(FakeOTLP)
+
+
+@pytest.fixture
+def bare_llm_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """`monkeypatch`, with the shared SIDEKICK_LLM_BASE_URL, _API_KEY and _MODEL unset: a
+    settings test sets what it reads, whatever the developer's shell holds."""
+    for name in ("SIDEKICK_LLM_BASE_URL", "SIDEKICK_LLM_API_KEY", "SIDEKICK_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
