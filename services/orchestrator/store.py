@@ -17,8 +17,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from contracts import TERMINAL_STATES
 from services.orchestrator import loop
-from services.orchestrator.state import TERMINAL, LoopState
+from services.orchestrator.state import LoopState
 from services.runtime.bus import Bus, redelivered
 from services.runtime.kvstore import Versioned, get_model, mutate_versioned
 from services.runtime.lifecycle import Tracked
@@ -95,7 +96,7 @@ class Store:
             self.bus.kv.requests, request_id, LoopState, apply, known=known
         )
         assert done is not None
-        if done.value.status in TERMINAL:
+        if done.value.status in TERMINAL_STATES:
             self.states.pop(request_id)
         else:
             self.states.put(request_id, done)
