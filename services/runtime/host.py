@@ -32,7 +32,6 @@ from services.runtime.httpguard import Guard, uvicorn_options
 from services.runtime.logs import broker_logger
 from services.runtime.metrics import READY, REGISTRY
 from services.runtime.natsauth import inbox_prefix
-from services.runtime.natscompat import patch_pull_fetch
 from services.runtime.settings import Settings
 from services.runtime.telemetry import setup_tracing
 
@@ -41,7 +40,6 @@ log = logging.getLogger("sidekick")
 
 def make_broker(settings: Settings, service: str) -> NatsBroker:
     """The broker every service uses: reconnects forever, traced and measured by middleware."""
-    patch_pull_fetch()
     tracer_provider = setup_tracing(service)
     return NatsBroker(
         settings.nats_url,
