@@ -12,9 +12,10 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from faststream.nats import NatsMessage
-from pydantic import ValidationError
+from faststream.nats import NatsBroker, NatsMessage
+from pydantic import BaseModel, ValidationError
 
 from contracts.channels import BEHIND_GATEWAY
 from contracts.health import Ping, Pong, Readiness, ServiceHealth
@@ -24,6 +25,18 @@ from services.runtime.bus import Bus
 log = logging.getLogger("sidekick.health")
 
 INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
+M = TypeVar("M", bound=BaseModel)
+
+
+def _heard(broker: NatsBroker, model: type[M], what: str) -> M | None:
+    """The message being handled, read as `model`; None, and one warning naming it `what`,
+    when it is not one (a ping or an answer is never worth an error)."""
+    msg: NatsMessage = broker.context.get_local("message")
+    try:
+        return model.model_validate_json(msg.raw_message.data)
+    except ValidationError:
+        log.warning("ignoring an unreadable %s on %s", what, msg.raw_message.subject)
+        return None
 
 
 def subscribed_subjects(bus: Bus) -> list[str]:
@@ -38,11 +51,8 @@ def answer_pings(
 
     @broker.subscriber(s.ping, no_reply=True)
     async def on_ping() -> None:
-        msg: NatsMessage = broker.context.get_local("message")
-        try:
-            ping = Ping.model_validate_json(msg.raw_message.data)
-        except ValidationError:
-            log.warning("ignoring an unreadable ping on %s", msg.raw_message.subject)
+        ping = _heard(broker, Ping, "ping")
+        if ping is None:
             return
         pong = Pong(
             ping_id=ping.ping_id,
@@ -84,11 +94,8 @@ class Probe:
 
         @broker.subscriber(self.bus.subjects.pong_all, no_reply=True)
         async def on_pong() -> None:
-            msg: NatsMessage = broker.context.get_local("message")
-            try:
-                pong = Pong.model_validate_json(msg.raw_message.data)
-            except ValidationError:
-                log.warning("ignoring an unreadable answer on %s", msg.raw_message.subject)
+            pong = _heard(broker, Pong, "answer")
+            if pong is None:
                 return
             round_ = self._rounds.get(pong.ping_id)
             if round_ is not None:
