@@ -54,13 +54,7 @@ class LLMClient:
         except LLMUnavailable as exc:
             if self.fallback is None or not exc.transient:
                 raise
-            log.warning(
-                "%s: %s failed after its retries; trying the fallback %s at %s",
-                self.role,
-                self.model,
-                self.fallback.model,
-                self.fallback.config.where,
-            )
+            self._warn_fallback(self.fallback, "trying")
             try:
                 return await call(self.fallback)
             except LLMUnavailable as second:
@@ -120,15 +114,21 @@ class LLMClient:
         try:
             return Structured(parse(schema, text), usage, second.model, mode)
         except ValidationError as exc:
-            LLM_ERRORS.labels(self.role, ep.model, "invalid_output").inc()
-            raise LLMInvalidOutput(
-                self.role,
-                ep.model,
-                f"The {self.role} model ({ep.model}, structured output mode {mode}) gave "
+            raise self._invalid(
+                ep,
+                f"structured output mode {mode}",
                 f"invalid {schema.__name__} output twice: {short_error(exc)}",
                 raw=text,
                 mode=mode,
             ) from exc
+
+    def _invalid(
+        self, ep: Endpoint, asked: str, gave: str, *, raw: str, mode: str
+    ) -> LLMInvalidOutput:
+        """The error for a reply still unusable after its one retry, counted in the metrics."""
+        LLM_ERRORS.labels(self.role, ep.model, "invalid_output").inc()
+        message = f"The {self.role} model ({ep.model}, {asked}) gave {gave}"
+        return LLMInvalidOutput(self.role, ep.model, message, raw=raw, mode=mode)
 
     def _step_down(
         self, ep: Endpoint, mode: StructuredMode, exc: LLMUnavailable
@@ -138,31 +138,44 @@ class LLMClient:
             return None
         return MODES.step_down(ep.key, mode, str(exc))
 
-    async def stream(
-        self, messages: Messages, result: StreamResult, **extra: Any
+    def _warn_fallback(self, fallback: Endpoint, how: str) -> None:
+        log.warning(
+            "%s: %s failed after its retries; %s the fallback %s at %s",
+            self.role,
+            self.model,
+            how,
+            fallback.model,
+            fallback.config.where,
+        )
+
+    async def _deltas_with_fallback(
+        self, deltas: Callable[[Endpoint], AsyncGenerator[str, None]], how: str
     ) -> AsyncGenerator[str, None]:
-        """Yield text deltas as they arrive; `result` holds the full text and usage after. The
-        fallback takes over only if the primary failed before its first delta."""
+        """`deltas(endpoint)` of the primary; of the fallback only if the primary failed (after
+        its retries, for a transient reason) before its first delta."""
         started = False
         try:
-            async for delta in self.primary.stream(messages, result, **extra):
+            async for delta in deltas(self.primary):
                 started = True
                 yield delta
             return
         except LLMUnavailable as exc:
             if started or self.fallback is None or not exc.transient:
                 raise
-            log.warning(
-                "%s: %s failed after its retries; streaming from the fallback %s at %s",
-                self.role,
-                self.model,
-                self.fallback.model,
-                self.fallback.config.where,
-            )
-        async for delta in self.fallback.stream(messages, result, **extra):
+            self._warn_fallback(self.fallback, how)
+        async for delta in deltas(self.fallback):
             yield delta
 
-    async def answer_or_call(
+    def stream(
+        self, messages: Messages, result: StreamResult, **extra: Any
+    ) -> AsyncGenerator[str, None]:
+        """Yield text deltas as they arrive; `result` holds the full text and usage after. The
+        fallback takes over only if the primary failed before its first delta."""
+        return self._deltas_with_fallback(
+            lambda ep: ep.stream(messages, result, **extra), "streaming from"
+        )
+
+    def answer_or_call(
         self,
         build: Callable[[Convention], Messages],
         choice: Choice,
@@ -172,24 +185,9 @@ class LLMClient:
         `choice` instead (`result.called` holds its argument once iteration ends), in the
         convention the endpoint takes (choice.py). `build(convention)` gives the messages.
         An empty reply is retried once; the fallback takes over only before the first delta."""
-        started = False
-        try:
-            async for delta in self._answer_or_call(self.primary, build, choice, result):
-                started = True
-                yield delta
-            return
-        except LLMUnavailable as exc:
-            if started or self.fallback is None or not exc.transient:
-                raise
-            log.warning(
-                "%s: %s failed after its retries; answering from the fallback %s at %s",
-                self.role,
-                self.model,
-                self.fallback.model,
-                self.fallback.config.where,
-            )
-        async for delta in self._answer_or_call(self.fallback, build, choice, result):
-            yield delta
+        return self._deltas_with_fallback(
+            lambda ep: self._answer_or_call(ep, build, choice, result), "answering from"
+        )
 
     async def _answer_or_call(
         self,
@@ -238,12 +236,10 @@ class LLMClient:
                 return
             empty += 1
             if empty > 1:
-                LLM_ERRORS.labels(self.role, ep.model, "invalid_output").inc()
-                raise LLMInvalidOutput(
-                    self.role,
-                    ep.model,
-                    f"The {self.role} model ({ep.model}, convention {how}) gave an empty "
-                    f"reply twice: neither an answer nor a call of {choice.name}",
+                raise self._invalid(
+                    ep,
+                    f"convention {how}",
+                    f"an empty reply twice: neither an answer nor a call of {choice.name}",
                     raw="",
                     mode=how,
                 )
