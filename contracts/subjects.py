@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import overload
+from typing import Generic, TypeVar, overload
 
 DEFAULT_NAMESPACE = "sidekick"
+H = TypeVar("H")  # what the attribute is read on
+V = TypeVar("V")
 
 # Relative subject names (commands imperative, events past tense).
 CHAT_REQUESTED = "chat.requested"
@@ -40,55 +42,47 @@ PING = "health.ping"
 PONG = "health.pong.{source}"
 
 
-class _Name:
-    """A name made from the namespace, read as an attribute of `Subjects`: a subject
-    (`_Name.subject(...)`), a stream or a KV bucket."""
+class Derived(Generic[H, V]):
+    """An attribute made from the instance it is read on, `make(instance)` at each read (on
+    the class: the descriptor itself). `Subjects` makes its names so, `Buckets` and `Bus`
+    (services/runtime/bus.py) what they hold."""
 
-    def __init__(self, make: Callable[[str], str]) -> None:
+    def __init__(self, make: Callable[[H], V]) -> None:
         self.make = make
 
-    @classmethod
-    def subject(cls, relative: str) -> _Name:
-        return cls(lambda namespace: f"{namespace}.{relative}")
-
-    @classmethod
-    def stream(cls, suffix: str) -> _Name:
-        return cls(lambda namespace: f"{namespace.upper()}_{suffix}")
-
-    @classmethod
-    def bucket(cls, name: str) -> _Name:
-        return cls(lambda namespace: f"{namespace}_{name}")
+    @overload
+    def __get__(self, instance: None, owner: type[H]) -> Derived[H, V]: ...
 
     @overload
-    def __get__(self, subjects: None, owner: type[Subjects]) -> _Name: ...
+    def __get__(self, instance: H, owner: type[H]) -> V: ...
 
-    @overload
-    def __get__(self, subjects: Subjects, owner: type[Subjects]) -> str: ...
-
-    def __get__(self, subjects: Subjects | None, owner: type[Subjects]) -> _Name | str:
-        return self if subjects is None else self.make(subjects.namespace)
+    def __get__(self, instance: H | None, owner: type[H]) -> Derived[H, V] | V:
+        return self if instance is None else self.make(instance)
 
 
-class _Each:
-    """A subject naming one thing (a request, a service), its template's one `{field}` filled
+class _Name:
+    """The names `Subjects` holds, made from its namespace: a subject, a stream, a KV bucket,
+    or a subject naming one thing (a request, a service), its template's one `{field}` filled
     by the call: `subjects.request_completed(request_id)`."""
 
-    def __init__(self, template: str) -> None:
-        self.template = template
+    @staticmethod
+    def subject(relative: str) -> Derived[Subjects, str]:
+        return Derived(lambda s: f"{s.namespace}.{relative}")
 
-    @overload
-    def __get__(self, subjects: None, owner: type[Subjects]) -> _Each: ...
+    @staticmethod
+    def stream(suffix: str) -> Derived[Subjects, str]:
+        return Derived(lambda s: f"{s.namespace.upper()}_{suffix}")
 
-    @overload
-    def __get__(self, subjects: Subjects, owner: type[Subjects]) -> Callable[[str], str]: ...
+    @staticmethod
+    def bucket(name: str) -> Derived[Subjects, str]:
+        return Derived(lambda s: f"{s.namespace}_{name}")
 
-    def __get__(
-        self, subjects: Subjects | None, owner: type[Subjects]
-    ) -> _Each | Callable[[str], str]:
-        if subjects is None:
-            return self
-        namespace, template = subjects.namespace, self.template
-        return lambda value: f"{namespace}." + _FIELD.sub(lambda _: value, template)
+    @staticmethod
+    def each(template: str) -> Derived[Subjects, Callable[[str], str]]:
+        def fill(s: Subjects) -> Callable[[str], str]:
+            return lambda value: f"{s.namespace}." + _FIELD.sub(lambda _: value, template)
+
+        return Derived(fill)
 
 
 _FIELD = re.compile(r"\{\w+\}")
@@ -108,22 +102,22 @@ class Subjects:
     worker_completed = _Name.subject(WORKER_COMPLETED)
     evaluator_run = _Name.subject(EVALUATOR_RUN)
     evaluation_completed = _Name.subject(EVALUATION_COMPLETED)
-    request_completed = _Each(REQUEST_COMPLETED)
-    request_failed = _Each(REQUEST_FAILED)
-    request_clarification = _Each(REQUEST_CLARIFICATION)
-    request_cancelled = _Each(REQUEST_CANCELLED)
+    request_completed = _Name.each(REQUEST_COMPLETED)
+    request_failed = _Name.each(REQUEST_FAILED)
+    request_clarification = _Name.each(REQUEST_CLARIFICATION)
+    request_cancelled = _Name.each(REQUEST_CANCELLED)
     request_answered = _Name.subject(REQUEST_ANSWERED)
     # Durable for the orchestrator; every other hop also hears it on core NATS.
     request_cancel = _Name.subject(REQUEST_CANCEL)
-    stream = _Each(STREAM)
-    progress = _Each(PROGRESS)
+    stream = _Name.each(STREAM)
+    progress = _Name.each(PROGRESS)
     # Every client-bound event of every request.
     out_all = _Name.subject("out.>")
-    deadletter = _Each(DEADLETTER)
-    outbox = _Each(OUTBOX)
+    deadletter = _Name.each(DEADLETTER)
+    outbox = _Name.each(OUTBOX)
     outbox_all = _Name.subject("outbox.>")
     ping = _Name.subject(PING)
-    pong = _Each(PONG)
+    pong = _Name.each(PONG)
     pong_all = _Name.subject(PONG.format(source="*"))
 
     # JetStream streams and KV buckets.

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects, utcnow
 from contracts.events import DeadLetter
+from contracts.subjects import Derived
 from services.runtime import topology
 from services.runtime.consumer import Consumer
 from services.runtime.lifecycle import Requests
@@ -39,6 +40,7 @@ log = logging.getLogger("sidekick.bus")
 tracer = trace.get_tracer("sidekick.bus")
 
 E = TypeVar("E", bound=Event)
+B = TypeVar("B")
 
 DAY = 24 * 3600
 # Client-bound events that are also kept (the results stream).
@@ -60,9 +62,24 @@ def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
     return f"{request_id}:{step}" if attempt is None else f"{request_id}:{step}:{attempt}"
 
 
+def _set_up(bound: B | None) -> B:
+    assert bound is not None, "Bus.setup() has not run"
+    return bound
+
+
+def _granted(name: str) -> Derived[Buckets, KeyValue]:
+    return Derived(lambda buckets: buckets.get(name))
+
+
 class Buckets:
     """The KV buckets a service's role may use (services/runtime/topology.py), bound at start.
     Asking for another is a bug in the service, said plainly rather than as a NATS error."""
+
+    requests = _granted("requests")
+    sessions = _granted("sessions")
+    ledger = _granted("ledger")
+    status = _granted("status")
+    cache = _granted("cache")
 
     def __init__(self, service: str, bound: dict[str, KeyValue]) -> None:
         self._service = service
@@ -76,26 +93,6 @@ class Buckets:
                 "(its role in services/runtime/topology.py does not grant it)"
             )
         return kv
-
-    @property
-    def requests(self) -> KeyValue:
-        return self.get("requests")
-
-    @property
-    def sessions(self) -> KeyValue:
-        return self.get("sessions")
-
-    @property
-    def ledger(self) -> KeyValue:
-        return self.get("ledger")
-
-    @property
-    def status(self) -> KeyValue:
-        return self.get("status")
-
-    @property
-    def cache(self) -> KeyValue:
-        return self.get("cache")
 
 
 class Bus:
@@ -135,20 +132,10 @@ class Bus:
         except Exception:  # not connected yet
             return False
 
-    @property
-    def nc(self) -> Client:
-        assert self._nc is not None, "Bus.setup() has not run"
-        return self._nc
-
-    @property
-    def js(self) -> JetStreamContext:
-        assert self._js is not None, "Bus.setup() has not run"
-        return self._js
-
-    @property
-    def kv(self) -> Buckets:
-        assert self._buckets is not None, "Bus.setup() has not run"
-        return self._buckets
+    # What setup() binds: the connection, its JetStream context and the role's buckets.
+    nc: Derived[Bus, Client] = Derived(lambda bus: _set_up(bus._nc))
+    js: Derived[Bus, JetStreamContext] = Derived(lambda bus: _set_up(bus._js))
+    kv: Derived[Bus, Buckets] = Derived(lambda bus: _set_up(bus._buckets))
 
     @property
     def requests(self) -> Requests:
