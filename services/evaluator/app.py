@@ -12,17 +12,6 @@ from services.runtime.settings import Settings
 
 def build(settings: Settings) -> ServiceHost:
     bus = Bus(make_broker(settings, "evaluator"), settings, "evaluator")
-    llm = LLMClient(
-        settings.llm("evaluator"),
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-    )
-    evaluator = Evaluator(bus, llm)
-    bus.durable(
-        bus.subjects.evaluator_run,
-        EvaluationRequested,
-        evaluator.handle,
-        consumer="evaluator",
-        on_exhausted=evaluator.exhausted,
-    )
+    evaluator = Evaluator(bus, LLMClient.for_role(settings, "evaluator"))
+    bus.consume(bus.subjects.evaluator_run, EvaluationRequested, evaluator, consumer="evaluator")
     return ServiceHost("evaluator", settings, bus)

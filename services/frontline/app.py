@@ -13,17 +13,6 @@ from services.runtime.settings import Settings
 
 def build(settings: Settings) -> ServiceHost:
     bus = Bus(make_broker(settings, "frontline"), settings, "frontline")
-    llm = LLMClient(
-        settings.llm("frontline"),
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-    )
-    frontline = Frontline(bus, llm, Cancellations(bus))
-    bus.durable(
-        bus.subjects.chat_requested,
-        ChatRequested,
-        frontline.handle,
-        consumer="frontline",
-        on_exhausted=frontline.exhausted,
-    )
+    frontline = Frontline(bus, LLMClient.for_role(settings, "frontline"), Cancellations(bus))
+    bus.consume(bus.subjects.chat_requested, ChatRequested, frontline, consumer="frontline")
     return ServiceHost("frontline", settings, bus)

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
@@ -40,6 +40,7 @@ log = logging.getLogger("sidekick.bus")
 tracer = trace.get_tracer("sidekick.bus")
 
 E = TypeVar("E", bound=Event)
+E_in = TypeVar("E_in", bound=Event, contravariant=True)
 B = TypeVar("B")
 
 DAY = 24 * 3600
@@ -60,6 +61,15 @@ def redelivered() -> bool:
 def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
     """Dedupe key of one publish: the same (request, step, attempt) is stored once."""
     return f"{request_id}:{step}" if attempt is None else f"{request_id}:{step}:{attempt}"
+
+
+class Consumes(Protocol[E_in]):
+    """What handles one durable consumer's events: each event, and one whose deliveries ran
+    out (so the request still ends)."""
+
+    async def handle(self, event: E_in, /) -> None: ...
+
+    async def exhausted(self, event: E_in, exc: BaseException, /) -> None: ...
 
 
 def _set_up(bound: B | None) -> B:
@@ -240,6 +250,12 @@ class Bus:
                 seconds.observe(time.perf_counter() - started)
 
         self._durables.append((subject, durable, deliver))
+
+    def consume(self, subject: str, model: type[E], handler: Consumes[E], *, consumer: str) -> None:
+        """`durable()` for a handler object: its `handle`, and its `exhausted` at the end."""
+        self.durable(
+            subject, model, handler.handle, consumer=consumer, on_exhausted=handler.exhausted
+        )
 
     async def start(self) -> None:
         """Subscribe what `listen` declared and start reading the durable consumers (after

@@ -26,7 +26,7 @@ from services.runtime.llm.types import (
     T,
 )
 from services.runtime.metrics import LLM_ERRORS
-from services.runtime.settings import LLMConfig, StructuredMode
+from services.runtime.settings import LLMConfig, Role, Settings, StructuredMode
 
 log = logging.getLogger("sidekick.llm")
 R = TypeVar("R")
@@ -43,6 +43,13 @@ class LLMClient:
         self.fallback: Endpoint | None = None
         if config.fallback is not None and config.fallback.configured:
             self.fallback = Endpoint(config.fallback, timeout=timeout, max_retries=max_retries)
+
+    @classmethod
+    def for_role(cls, settings: Settings, role: Role) -> LLMClient:
+        """`role`'s client, with the process's timeout and retries."""
+        return cls(
+            settings.llm(role), timeout=settings.llm_timeout, max_retries=settings.llm_max_retries
+        )
 
     @property
     def configured(self) -> bool:
