@@ -47,6 +47,8 @@ EMBEDDING_DIMS = 1536
 
 
 def last_user(body: dict[str, Any]) -> str:
+    """The text of a chat request's last user message (JSON, when it is a list of parts);
+    tests/support/fakes reads requests with it too."""
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user":
             content = message.get("content")

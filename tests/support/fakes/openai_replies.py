@@ -49,14 +49,6 @@ def render_tool_call(call: dict[str, Any]) -> dict[str, Any]:
 Script = Callable[[dict[str, Any]], Reply | str | dict[str, Any]]
 
 
-def last_user(body: dict[str, Any]) -> str:
-    for m in reversed(body.get("messages", [])):
-        if m.get("role") == "user":
-            content = m.get("content")
-            return content if isinstance(content, str) else json.dumps(content)
-    return ""
-
-
 ROUTE_LINE = "`ROUTE: <"  # the marker convention's instruction (services/frontline/prompts.py)
 
 

@@ -33,12 +33,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.fake_model import last_user
 from tests.support.fakes.http import FakeServer, Recorded, Response
 from tests.support.fakes.openai_replies import (
     ROUTE_LINE,
     Reply,
     Script,
-    last_user,
     one_call,
     play_one_call,
     render_tool_call,
