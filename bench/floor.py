@@ -29,7 +29,8 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
 from bench.client import summary
-from bench.system import ROOT, cpu_ms_per, cpu_snapshot, killed_with_parent
+from bench.system import ROOT, cpu_ms_per, cpu_snapshot
+from services.runtime.children import killed_with_parent
 from services.runtime.consumer import Consumer
 from services.runtime.eventloop import run_loop
 

@@ -21,7 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 from bench.client import EXPECT, PATHS, Session
-from bench.system import SERVICES, Stack, cpu_ms_per, cpu_snapshot
+from bench.system import Stack, cpu_ms_per, cpu_snapshot
+from services.runtime.children import SERVICES
 from services.runtime.eventloop import run_loop
 
 

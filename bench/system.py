@@ -8,8 +8,6 @@ import json
 import os
 import resource
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,27 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.runtime.children import (
+    SERVICES,
+    ServiceProcesses,
+    base_env,
+    bootstrap_process,
+    free_port,
+    killed_with_parent,
+    role_models,
+    stop,
+)
 from services.runtime.natsserver import NatsServer
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
-ROLES = ("frontline", "orchestrator", "worker", "evaluator")
-
-
-def killed_with_parent() -> None:
-    """Children get SIGKILL when the bench dies (Linux), even one stuck in its start-up that
-    would sit out a SIGTERM: a bench run never leaves processes behind."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def raise_fd_limit(want: int) -> int:
@@ -181,17 +171,12 @@ class FakeModel:
         return calls
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop([self.process])
 
 
 @dataclass
-class Stack:
+class Stack(ServiceProcesses):
     """nats-server, the fake model and the five services, started and stopped together."""
 
     max_concurrency: int = 64
@@ -206,6 +191,7 @@ class Stack:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     monitor_port: int = 0
     root: Path = ROOT  # the tree the services run from (bench.ab runs two versions)
+    restart_poll = 0.02  # bench.recovery times restarts
 
     @property
     def ws_url(self) -> str:
@@ -236,27 +222,18 @@ class Stack:
         return path
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
+        env = base_env(self.nats_url, self.namespace, self.gateway_port)
         env.update(
             {
-                "SIDEKICK_NATS_URL": self.nats_url,
-                "SIDEKICK_NAMESPACE": self.namespace,
-                "SIDEKICK_GATEWAY_PORT": str(self.gateway_port),
                 "SIDEKICK_LLM_BASE_URL": self.model.base_url,
                 "SIDEKICK_LLM_API_KEY": "bench-key",
                 "SIDEKICK_MAX_CONCURRENCY": str(self.max_concurrency),
                 "SIDEKICK_CACHE_ENABLED": "true" if self.cache else "false",
-                # The per-principal limits are for people; a load generator whose sessions
-                # share principals would be refused.
-                "SIDEKICK_RATE_LIMIT_PER_MINUTE": "0",
-                "SIDEKICK_MAX_CONCURRENT_REQUESTS": "0",
-                "PYTHONUNBUFFERED": "1",
             }
         )
         if self.principals:
             env["SIDEKICK_AUTH_TOKENS_FILE"] = str(self._tokens_file())
-        for role in ROLES:
-            env[f"SIDEKICK_{role.upper()}_LLM_MODEL"] = f"bench-{role}"
+        env.update(role_models("bench"))
         env.update(self.extra_env)
         return env
 
@@ -267,47 +244,18 @@ class Stack:
         config.write_text(f'http: "127.0.0.1:{self.monitor_port}"\n')
         self.nats = NatsServer(store_dir=self.workdir / "jetstream", config_file=config).start()
         self.model.start()
-        env = self.env()
         # The streams, buckets and consumers, as `sidekick up` makes them before the services.
-        subprocess.run(
-            [sys.executable, "-m", "services.cli", "bootstrap"],
-            env=env,
-            cwd=self.root,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        bootstrap_process(self.env(), self.root).check_returncode()
         for name in SERVICES:
-            self._launch(name, env)
-        self._wait_ready(timeout)
+            self.launch(name)
+        self.wait_ready(timeout)
         return self
 
-    def _launch(self, name: str, env: dict[str, str] | None = None) -> None:
-        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "run", name],
-            env=env or self.env(),
-            cwd=self.root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=killed_with_parent,
-        )
-        log.close()
+    def log_path(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
 
-    def kill(self, name: str) -> None:
-        """SIGKILL one service (nothing it held is acked: JetStream delivers it again)."""
-        proc = self.procs[name]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-
-    def restart(self, name: str, timeout: float = 60.0) -> None:
-        """Start a killed service again and wait until it says it is ready."""
-        self._launch(name)
-        deadline = time.monotonic() + timeout
-        while not self._ready(name):
-            if self.procs[name].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not restart:\n{self.log(name)[-3000:]}")
-            time.sleep(0.02)
+    def launch(self, name: str) -> None:
+        self.spawn(name, name, self.env(), killed_with_parent)
 
     def nats_counters(self) -> dict[str, int]:
         """Messages and bytes nats-server has received (in) and delivered (out) so far."""
@@ -316,43 +264,9 @@ class Stack:
             varz = json.loads(resp.read())
         return {k: int(varz[k]) for k in ("in_msgs", "out_msgs", "in_bytes", "out_bytes")}
 
-    def log(self, name: str) -> str:
-        path = self.workdir / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def _ready(self, name: str) -> bool:
-        if name == "gateway":
-            try:
-                url = f"http://127.0.0.1:{self.gateway_port}/readyz"
-                with urllib.request.urlopen(url, timeout=1) as r:
-                    return bool(r.status == 200)
-            except OSError:
-                return False
-        return f"{name} ready (pid {self.procs[name].pid})" in self.log(name)
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited early:\n{self.log(name)[-3000:]}")
-            if all(self._ready(n) for n in self.procs):
-                return
-            time.sleep(0.1)
-        tails = "\n".join(f"--- {n}\n{self.log(n)[-1500:]}" for n in self.procs)
-        raise TimeoutError(f"services did not become ready in {timeout:.0f}s:\n{tails}")
-
     def stop(self, keep_logs: Path | None = None) -> None:
         """Stop everything; the services' logs are copied to `keep_logs` first, if given."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        self.stop_services()
         self.model.stop()
         if self.nats is not None:
             self.nats.stop()

@@ -46,14 +46,14 @@ def test_readyz_waits_for_every_service_and_says_which_is_missing(
     system.bootstrap()
     try:
         for name in ("gateway", "frontline", "orchestrator", "workers"):
-            system.start(name)
+            system.launch(name)
         body = until(system, ["evaluator"])
         assert body["services"]["evaluator"] == {"ready": False, "replicas": 0, "metrics_urls": []}
         assert body["services"]["frontline"]["ready"] is True
         # The gateway process itself is fine: Kubernetes keeps it in its Service.
         assert readyz(system, "?scope=self")[0] == 200
 
-        system.start("evaluator")
+        system.launch("evaluator")
         body = until(system, [])
         assert all(s["replicas"] == 1 for s in body["services"].values())
 

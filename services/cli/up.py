@@ -18,9 +18,10 @@ from pathlib import Path
 from services.cli.banner import banner
 from services.cli.bootstrap import run_bootstrap
 from services.runtime import secrets
+from services.runtime.children import die_with_parent
 from services.runtime.logs import log_format, setup_logging
 from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
-from services.runtime.natsserver import NatsServer, die_with_parent
+from services.runtime.natsserver import NatsServer
 from services.runtime.readyz import wait_ok
 from services.runtime.settings import Settings
 

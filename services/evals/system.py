@@ -6,24 +6,16 @@ stopped when the run ends."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from services.runtime.natsserver import die_with_parent
+from services.runtime.children import die_with_parent, free_port, stop
 from services.runtime.readyz import wait_ok
 
 LEFT_OUT = ("SENDGRID_", "PUSHOVER_", "SIDEKICK_NATS_URL", "SIDEKICK_AUTH_TOKENS", "SIDEKICK_DATA")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class OwnSystem:
@@ -78,11 +70,5 @@ class OwnSystem:
         self.stop()
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            stop([self.proc], grace=30)

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.runtime.children import die_with_parent, stop
+
 _LISTEN = re.compile(r"Listening for client connections on [^\s]+:(\d+)")
 
 
@@ -90,21 +92,5 @@ class NatsServer:
         return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def die_with_parent() -> None:
-    """Child processes get SIGTERM if their parent dies, so nothing is orphaned (Linux)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if self.process:
+            stop([self.process])

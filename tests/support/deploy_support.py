@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import yaml
 from nats.aio.client import Client as NATS
 
 from services.runtime import natsauth
+from services.runtime.children import die_with_parent, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -186,12 +186,6 @@ def dashboard_queries(*, substitute: bool = False) -> set[str]:
 # --- NATS -------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _quiet(_: Exception) -> None:
     """nats-py's default error callback logs a refused connection with a traceback."""
 
@@ -202,7 +196,7 @@ class NatsCluster:
     deployed. `env` holds the password variables the Secret would give the container."""
 
     def __init__(self, root: Path, files: dict[str, str], env: dict[str, str]) -> None:
-        self.nodes = [(_free_port(), _free_port(), _free_port()) for _ in range(3)]
+        self.nodes = [(free_port(), free_port(), free_port()) for _ in range(3)]
         self.processes: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
         self.root, self.files, self.env = root, files, env
@@ -233,7 +227,7 @@ class NatsCluster:
         return text
 
     def __enter__(self) -> NatsCluster:
-        from services.runtime.natsserver import die_with_parent, find_binary
+        from services.runtime.natsserver import find_binary
 
         for i in range(3):
             node = self.root / f"node-{i}"
@@ -279,14 +273,7 @@ class NatsCluster:
             time.sleep(0.2)
 
     def __exit__(self, *_: object) -> None:
-        for proc in self.processes:
-            proc.terminate()
-        for proc in self.processes:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(self.processes)
 
     async def check_auth(self, creds: natsauth.Credentials) -> None:
         """The admin makes a 3-replica stream (as the bootstrap Job does); a service publishes

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,37 +14,42 @@ from typing import Any
 import websockets
 
 from services.gateway.hub import ROUTED_TEXT
-from services.runtime.natsserver import die_with_parent
-from services.runtime.readyz import answers_ok
+from services.runtime import children
+from services.runtime.children import (
+    SERVICES,
+    ServiceProcesses,
+    base_env,
+    die_with_parent,
+    free_port,
+    role_models,
+)
 from tests.support.lockednats import users_for
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = [
+    "ROOT",
+    "SERVICES",
+    "Client",
+    "Conversation",
+    "LoopbackGateway",
+    "System",
+    "bootstrap_process",
+    "free_port",
+    "llm_env",
+]
 
 
 def llm_env(base_url: str) -> dict[str, str]:
-    env = {"SIDEKICK_LLM_BASE_URL": base_url, "SIDEKICK_LLM_API_KEY": "test-key"}
-    for role in ("frontline", "orchestrator", "worker", "evaluator"):
-        env[f"SIDEKICK_{role.upper()}_LLM_MODEL"] = f"fake-{role}"
-    return env
+    return {
+        "SIDEKICK_LLM_BASE_URL": base_url,
+        "SIDEKICK_LLM_API_KEY": "test-key",
+        **role_models("fake"),
+    }
 
 
 def bootstrap_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """`sidekick bootstrap` run to its end with `env`; its output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", "bootstrap"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return children.bootstrap_process(env, ROOT)
 
 
 class LoopbackGateway:
@@ -67,7 +67,7 @@ class LoopbackGateway:
 
 
 @dataclass
-class System(LoopbackGateway):
+class System(LoopbackGateway, ServiceProcesses):
     """The five services, each its own process, in their own namespace on a shared server.
     A module's fixture: `with System(...).start_all() as sys_: yield sys_` (stopped after)."""
 
@@ -81,6 +81,7 @@ class System(LoopbackGateway):
     service_urls: dict[str, str] = field(default_factory=dict)
     # Health/metrics port of each non-gateway service, kept across restarts.
     ops_ports: dict[str, int] = field(default_factory=dict)
+    root = ROOT
 
     def metrics_url(self, name: str) -> str:
         """Where one service serves /metrics (the gateway on its own port, others on ops)."""
@@ -88,30 +89,25 @@ class System(LoopbackGateway):
         return f"http://127.0.0.1:{port}/metrics"
 
     def service_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
+        env = base_env(self.nats_url, self.namespace, self.gateway_port)
         env.update(
             {
-                "SIDEKICK_NATS_URL": self.nats_url,
-                "SIDEKICK_NAMESPACE": self.namespace,
-                "SIDEKICK_GATEWAY_PORT": str(self.gateway_port),
                 "SIDEKICK_ACK_WAIT": "5",
                 "SIDEKICK_HEARTBEAT_INTERVAL": "1",
                 "SIDEKICK_LLM_MAX_RETRIES": "1",
                 "SIDEKICK_LLM_TIMEOUT": "20",
-                # Tests that check the gateway's limits set their own.
-                "SIDEKICK_RATE_LIMIT_PER_MINUTE": "0",
-                "SIDEKICK_MAX_CONCURRENT_REQUESTS": "0",
                 # Tests that exercise the semantic cache turn it on for their own system.
                 "SIDEKICK_CACHE_ENABLED": "false",
                 "SIDEKICK_SWEEP_INTERVAL": "0.5",
-                "PYTHONUNBUFFERED": "1",
             }
         )
         env.update(self.env)
         return env
 
-    def start(self, name: str) -> None:
-        log = open(self.log_dir / f"{self.namespace}-{name}.log", "ab")  # noqa: SIM115
+    def log_path(self, name: str) -> Path:
+        return self.log_dir / f"{self.namespace}-{name}.log"
+
+    def launch(self, name: str) -> None:
         env = self.service_env()
         service, _, port = name.partition(":")  # "gateway:PORT": another gateway replica
         if service in self.service_urls:
@@ -120,14 +116,8 @@ class System(LoopbackGateway):
             env["SIDEKICK_GATEWAY_PORT"] = port
         elif name != "gateway":
             env["SIDEKICK_OPS_PORT"] = str(self.ops_ports.setdefault(name, free_port()))
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "run", service],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,  # a killed test run leaves no services behind
-        )
+        # A killed test run leaves no services behind.
+        self.spawn(name, service, env, die_with_parent)
 
     def bootstrap(self) -> None:
         """What `sidekick up` does first: the streams, buckets and consumers, as admin."""
@@ -139,53 +129,15 @@ class System(LoopbackGateway):
         self.service_urls = users_for(self.nats_url, self.namespace) or {}
         self.bootstrap()
         for name in services:
-            self.start(name)
+            self.launch(name)
         self.wait_ready(timeout)
         return self
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Ready when the gateway answers /readyz and every service logged 'ready'."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited early:\n{self.log(name)[-3000:]}")
-            if all(self.is_ready(n) for n in self.procs):
-                return
-            time.sleep(0.1)
-        raise TimeoutError("services did not become ready:\n" + self.logs_tail())
 
     def replica(self) -> str:
         """Start another gateway replica of this system; its base URL once it is ready."""
         port = free_port()
         self.restart(f"gateway:{port}")
         return f"http://127.0.0.1:{port}"
-
-    def is_ready(self, name: str) -> bool:
-        if name.startswith("gateway"):
-            port = name.partition(":")[2] or str(self.gateway_port)
-            return answers_ok(f"http://127.0.0.1:{port}/readyz", timeout=1)
-        return f"{name} ready (pid {self.procs[name].pid})" in self.log(name)
-
-    def log(self, name: str) -> str:
-        path = self.log_dir / f"{self.namespace}-{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def logs_tail(self) -> str:
-        return "\n".join(f"--- {n}\n{self.log(n)[-2000:]}" for n in self.procs)
-
-    def kill(self, name: str) -> None:
-        proc = self.procs[name]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-
-    def restart(self, name: str, timeout: float = 60.0) -> None:
-        self.start(name)
-        deadline = time.monotonic() + timeout
-        while not self.is_ready(name):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name} did not restart:\n{self.log(name)[-3000:]}")
-            time.sleep(0.1)
 
     async def ask(self, message: str, **extra: Any) -> Conversation:
         """One request on a socket of its own (events mode), up to its end frame."""
@@ -199,15 +151,7 @@ class System(LoopbackGateway):
         self.stop()
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        self.stop_services()
 
 
 @dataclass
