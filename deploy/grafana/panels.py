@@ -1,6 +1,6 @@
 """Building blocks of Sidekick's Grafana dashboards: the JSON layout (rows, panels on the
 24-column grid, the `datasource` and `namespace` variables) and PromQL helpers that keep
-every query filtered the same way. Used by generate.py."""
+every query filtered the same way. Used by the dashboards' modules (generate.py lists them)."""
 
 from __future__ import annotations
 
@@ -167,6 +167,20 @@ def pass_rate(by: str = "") -> str:
 
 def ts(title: str, *targets: tuple[str, str], unit: str = "short", w: int = 12) -> Panel:
     return Panel(title, list(targets), unit=unit, width=w)
+
+
+def rate_by(
+    title: str,
+    metric: str,
+    by: str,
+    *matchers: str,
+    legend: str = "",
+    unit: str = "ops",
+    w: int = 12,
+) -> Panel:
+    """A counter's rate, one series per value of the labels `by` (named in the legend)."""
+    legend = legend or " ".join(f"{{{{{label.strip()}}}}}" for label in by.split(","))
+    return ts(title, (total(metric, by, *matchers), legend), unit=unit, w=w)
 
 
 def stat(title: str, expr: str, unit: str = "short") -> Panel:
