@@ -6,7 +6,16 @@ import json
 from typing import Any
 
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call, verdict
-from tests.support.harness import Client, System
+from tests.support.harness import Client, Conversation, System
+
+
+async def ask_and_calls(
+    system: System, fake_llm: FakeOpenAI, model: str, message: str
+) -> tuple[Conversation, list[dict[str, Any]]]:
+    """One request (events mode), and the calls `model` got while it ran."""
+    before = len(fake_llm.chat_calls(model))
+    convo = await system.ask(message)
+    return convo, fake_llm.chat_calls(model)[before:]
 
 
 async def test_greeting_streams_tokens_then_ends(system: System, fake_llm: FakeOpenAI) -> None:
@@ -120,12 +129,10 @@ async def test_one_sessions_bad_frames_do_not_disturb_another(system: System) ->
 
 
 async def test_a_direct_answer_costs_one_model_call(system: System, fake_llm: FakeOpenAI) -> None:
-    async with Client(system.ws_url, events=True) as client:
-        before = len(fake_llm.chat_calls("fake-frontline"))
-        convo = await client.ask("hello")
+    convo, calls = await ask_and_calls(system, fake_llm, "fake-frontline", "hello")
     assert convo.text == "Hello there! How can I help you today?"
     assert convo.progress("direct")
-    (call,) = fake_llm.chat_calls("fake-frontline")[before:]
+    (call,) = calls
     assert call["stream"] is True
     assert [t["function"]["name"] for t in call["tools"]] == ["route"]
 
@@ -133,13 +140,13 @@ async def test_a_direct_answer_costs_one_model_call(system: System, fake_llm: Fa
 async def test_a_routed_request_costs_the_frontline_one_model_call(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    async with Client(system.ws_url, events=True) as client:
-        before = len(fake_llm.chat_calls("fake-frontline"))
-        convo = await client.ask("please search for tide tables")
+    convo, calls = await ask_and_calls(
+        system, fake_llm, "fake-frontline", "please search for tide tables"
+    )
     (routed,) = convo.progress("routed")
     assert routed["detail"] == "tools", "the route call's reason"
     assert convo.end["status"] == "completed"
-    assert len(fake_llm.chat_calls("fake-frontline")) == before + 1
+    assert len(calls) == 1
 
 
 async def test_text_before_a_route_call_still_routes(system: System, fake_llm: FakeOpenAI) -> None:
@@ -161,12 +168,9 @@ async def test_an_empty_frontline_reply_is_retried_once_then_fails_clearly(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.script("fake-frontline", lambda body: "")
-    async with Client(system.ws_url, events=True) as client:
-        before = len(fake_llm.chat_calls("fake-frontline"))
-        convo = await client.ask("hey")
+    convo, calls = await ask_and_calls(system, fake_llm, "fake-frontline", "hey")
     assert convo.end["status"] == "failed"
     assert convo.errors and convo.errors[0]["code"] == "llm_invalid_output"
-    calls = fake_llm.chat_calls("fake-frontline")[before:]
     assert len(calls) == 2
     assert "Your reply was empty" in calls[1]["messages"][-1]["content"]
 
@@ -188,11 +192,10 @@ async def test_invalid_model_output_is_retried_once_with_the_error(
         ]
     )
     fake_llm.script("fake-orchestrator", lambda body: next(replies))
-    async with Client(system.ws_url, events=True) as client:
-        before = len(fake_llm.chat_calls("fake-orchestrator"))
-        convo = await client.ask("please research tides")
+    convo, decisions = await ask_and_calls(
+        system, fake_llm, "fake-orchestrator", "please research tides"
+    )
     assert convo.end["status"] == "completed"
-    decisions = fake_llm.chat_calls("fake-orchestrator")[before:]
     assert len(decisions) == 2
     assert "not valid" in decisions[1]["messages"][-1]["content"]
 
