@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NATS
 
-from contracts import ChatRequested, Subjects, WorkerResult
+from contracts import ChatRequested, Subjects, WorkerResult, new_id
 from services.runtime.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
 from tests.support.harness import System, llm_env
@@ -167,6 +167,24 @@ async def test_the_semantic_cache_answers_a_repeat_at_once_unless_skipped_or_fre
     fresh2 = await probe.ask(fresh_text)
     assert (await probe.wait_kind(fresh2, "request.completed"))["route"] == "orchestrated"
     assert len(fake_llm.chat_calls("fake-worker")) == 4, "fresh requests bypass the cache"
+
+
+async def test_the_semantic_cache_never_gives_one_principal_anothers_answer(
+    probe: Probe, fake_llm: FakeOpenAI
+) -> None:
+    text = "research what my notes say about the printing press"
+    first = await probe.ask(text, principal="alice", session_id="alice/" + new_id()[:8])
+    alices = await probe.wait_kind(first, "request.completed")
+    workers = len(fake_llm.chat_calls("fake-worker"))
+
+    bobs = await probe.ask(text, principal="bob", session_id="bob/" + new_id()[:8])
+    answer = await probe.wait_kind(bobs, "request.completed")
+    assert answer["route"] == "orchestrated", "bob was answered from alice's cached answer"
+    assert len(fake_llm.chat_calls("fake-worker")) == workers + 1
+
+    again = await probe.ask(text, principal="alice", session_id="alice/" + new_id()[:8])
+    cached = await probe.wait_kind(again, "request.completed")
+    assert cached["route"] == "cached" and cached["output"] == alices["output"]
 
 
 async def test_a_duplicate_publish_is_deduplicated(probe: Probe, fake_llm: FakeOpenAI) -> None:

@@ -1,6 +1,10 @@
 """The semantic cache: successful answers to requests that are not freshness-sensitive, found
 again by embedding similarity. Entries live in JetStream KV; each orchestrator keeps an
-in-memory index that it fills at start and keeps current by watching the bucket."""
+in-memory index that it fills at start and keeps current by watching the bucket.
+
+An answer is found again only for the principal it was made for: it may carry what that
+principal's history or files held, and other users are untrusted. Each principal has an index of
+its own; an entry that names no principal is never served."""
 
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ class CacheEntry(Model):
     output: str = Field(description="The answer.")
     worker_type: str = Field(description="Who answered it.")
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
+    principal: str = Field(default="", description="Whom it was made for; only they get it.")
 
 
 def _unit(v: list[float]) -> npt.NDArray[np.float32]:
@@ -102,7 +107,8 @@ class SemanticCache:
         self.bus = bus
         self.embedder = embedder
         self.threshold = threshold
-        self.index = VectorIndex()
+        self.indexes: dict[str, VectorIndex] = {}
+        self.owners: dict[str, str] = {}  # entry key -> principal, to remove it from its index
         # Embeddings computed at lookup, kept until the request ends so storing needs no call.
         self.pending: dict[str, list[float]] = {}
         self._watch: asyncio.Task[None] | None = None
@@ -132,19 +138,28 @@ class SemanticCache:
                     if entry is None or entry.value is None:
                         continue
                     if not entry.value:
-                        self.index.remove(entry.key)
+                        self._remove(entry.key)
                         continue
                     with contextlib.suppress(ValueError):
-                        item = CacheEntry.model_validate_json(entry.value)
-                        if len(self.index) < MAX_ENTRIES:
-                            self.index.put(entry.key, item)
+                        self._put(entry.key, CacheEntry.model_validate_json(entry.value))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # reconnects, server restarts
                 log.warning("cache watch interrupted (%r); resuming", exc)
                 await asyncio.sleep(1)
 
-    async def lookup(self, key: str, text: str, *, skip: bool) -> CacheEntry | None:
+    def _put(self, key: str, entry: CacheEntry) -> None:
+        if not entry.principal or (key not in self.owners and len(self.owners) >= MAX_ENTRIES):
+            return
+        self.owners[key] = entry.principal
+        self.indexes.setdefault(entry.principal, VectorIndex()).put(key, entry)
+
+    def _remove(self, key: str) -> None:
+        principal = self.owners.pop(key, None)
+        if principal is not None:
+            self.indexes[principal].remove(key)
+
+    async def lookup(self, key: str, text: str, *, principal: str, skip: bool) -> CacheEntry | None:
         if not self.enabled or skip or is_fresh(text):
             CACHE_LOOKUPS.labels("skipped").inc()
             return None
@@ -157,7 +172,8 @@ class SemanticCache:
         if len(self.pending) > MAX_ENTRIES:
             self.pending.clear()
         self.pending[key] = vector
-        best = self.index.best(vector)
+        index = self.indexes.get(principal)
+        best = index.best(vector) if index is not None else None
         if best is not None and best[0] >= self.threshold:
             CACHE_LOOKUPS.labels("hit").inc()
             return best[1]
@@ -165,7 +181,14 @@ class SemanticCache:
         return None
 
     async def store(
-        self, key: str, text: str, output: str, worker_type: str, sources: list[Source]
+        self,
+        key: str,
+        text: str,
+        output: str,
+        worker_type: str,
+        sources: list[Source],
+        *,
+        principal: str,
     ) -> None:
         vector = self.pending.pop(key, None)
         if not self.enabled or is_fresh(text) or worker_type not in CACHEABLE_WORKERS:
@@ -177,7 +200,12 @@ class SemanticCache:
                 log.warning("answer not cached: %s", exc)
                 return
         entry = CacheEntry(
-            text=text, embedding=vector, output=output, worker_type=worker_type, sources=sources
+            text=text,
+            embedding=vector,
+            output=output,
+            worker_type=worker_type,
+            sources=sources,
+            principal=principal,
         )
         await self.bus.kv.cache.put(key, entry.model_dump_json().encode())
-        self.index.put(key, entry)
+        self._put(key, entry)

@@ -82,7 +82,9 @@ class Orchestrator:
             if tracked.value.state in ("accepted", "direct"):
                 tracked = await self._move(req.request_id, "routed", tracked, detail=req.reason)
             if state.status == "deciding":
-                hit = await self.cache.lookup(req.request_id, req.message, skip=req.skip_cache)
+                hit = await self.cache.lookup(
+                    req.request_id, req.message, principal=req.principal, skip=req.skip_cache
+                )
                 if hit is not None:
                     await finish(self.bus, _cached(req, hit), known=tracked)
                     return
@@ -324,6 +326,7 @@ class Orchestrator:
                     event.output,
                     event.worker_type,
                     list(event.sources),
+                    principal=state.request.principal,
                 )
         await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
         self.store.records.pop(event.request_id)
