@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,32 +22,25 @@ CROWD = 3000
 HEAD_TIMEOUT = 6.0
 
 
-def start(nats: NatsServer, fake_llm: FakeOpenAI, logs: Path, **env: str) -> System:
-    return System(nats.url, {**llm_env(fake_llm.base_url), **env}, logs).start_all()
+def system_with(**env: str) -> Callable[..., Iterator[System]]:
+    """A module-scoped fixture: a system whose gateway has these settings; the fixture's name
+    is the name it is bound to."""
+
+    def system(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+        full = {**llm_env(fake_llm.base_url), **env}
+        with System(nats_server.url, full, logs_dir).start_all() as sys_:
+            yield sys_
+
+    return pytest.fixture(system, scope="module")
 
 
-@pytest.fixture(scope="module")
-def guarded(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with start(
-        nats_server,
-        fake_llm,
-        logs_dir,
-        SIDEKICK_HTTP_HEAD_TIMEOUT=str(HEAD_TIMEOUT),
-        SIDEKICK_WS_FIRST_FRAME_TIMEOUT="2",
-    ) as sys_:
-        yield sys_
-
-
-@pytest.fixture(scope="module")
-def capped(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with start(
-        nats_server,
-        fake_llm,
-        logs_dir,
-        SIDEKICK_MAX_CONNECTIONS_PER_CLIENT="40",
-        SIDEKICK_CONNECTION_LIMIT_EXEMPT="",  # loopback counts like any other address here
-    ) as sys_:
-        yield sys_
+guarded = system_with(
+    SIDEKICK_HTTP_HEAD_TIMEOUT=str(HEAD_TIMEOUT), SIDEKICK_WS_FIRST_FRAME_TIMEOUT="2"
+)
+capped = system_with(
+    SIDEKICK_MAX_CONNECTIONS_PER_CLIENT="40",
+    SIDEKICK_CONNECTION_LIMIT_EXEMPT="",  # loopback counts like any other address here
+)
 
 
 def healthz_seconds(system: System) -> float:
