@@ -13,7 +13,7 @@ from nats.aio.msg import Msg
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contracts import OUTCOMES, Progress, parse_event
@@ -116,7 +116,6 @@ def build(settings: Settings) -> ServiceHost:
         Route("/", page),
         Route("/favicon.ico", favicon),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        WebSocketRoute("/ws", ChatSocket(bus, hub, intake, auth).endpoint),
         Route("/api/config", pages.config),
         Route("/api/sessions", guarded(auth, pages.sessions)),
         Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
@@ -139,4 +138,5 @@ def build(settings: Settings) -> ServiceHost:
         port=settings.gateway_port,
         middleware=cors(settings),
         probe=probe,
+        sockets={"/ws": ChatSocket(bus, hub, intake, auth).endpoint},
     )

@@ -70,7 +70,6 @@ class ChatSocket:
         await ws.accept()
         conn = Connection(ws, principal=principal or "anonymous", authenticated=bool(principal))
         self.hub.opened()
-        writer = asyncio.create_task(conn.writer())
         watchdog = None if conn.authenticated else asyncio.create_task(self._auth_deadline(conn))
         settings = self.bus.settings
         first = True  # the first frame has ws_first_frame_timeout, later ones ws_idle_timeout
@@ -78,7 +77,9 @@ class ChatSocket:
             while True:
                 wait = settings.ws_first_frame_timeout if first else settings.ws_idle_timeout
                 try:
-                    message = await asyncio.wait_for(ws.receive(), wait)
+                    # A deadline on this task, not wait_for's task per frame awaited.
+                    async with asyncio.timeout(wait):
+                        message = await ws.receive()
                 except TimeoutError:
                     GATEWAY_FRAMES_REJECTED.labels("timeout").inc()
                     said = "no frame" if first else "no frame since the last"
@@ -100,11 +101,11 @@ class ChatSocket:
             log.exception("websocket handler failed")
         finally:
             self.hub.detach(conn)
-            for task in (writer, watchdog):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            await conn.discard()
+            if watchdog is not None:
+                watchdog.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watchdog
 
     async def _deny(self, ws: WebSocket) -> None:
         """A wrong token in the Authorization header: refuse the handshake with 401."""
@@ -123,16 +124,11 @@ class ChatSocket:
 
     async def _unauthorized(self, conn: Connection, message: str) -> None:
         self.reject(conn, "unauthorized", message)
-        conn.stop()  # flushes the error frame first: stop() queues after it
-        await asyncio.sleep(0)
-        await self._drain_and_close(conn, CLOSE_UNAUTHORIZED, "unauthorized")
-
-    async def _drain_and_close(self, conn: Connection, code: int, reason: str) -> None:
-        for _ in range(100):
-            if conn.queue.empty():
-                break
-            await asyncio.sleep(0.01)
-        await conn.close(code, reason)
+        conn.stop()  # nothing more is sent, but the error frame is written first
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await conn.flushed()
+        await conn.close(CLOSE_UNAUTHORIZED, "unauthorized")
 
     async def on_frame(self, conn: Connection, text: str) -> None:
         limit = self.bus.settings.max_frame_bytes

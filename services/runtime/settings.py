@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.runtime.egress import Egress
+if TYPE_CHECKING:  # httpx and httpcore: only the processes that fetch URLs load them
+    from services.runtime.egress import Egress
 
 Role = Literal["frontline", "orchestrator", "worker", "evaluator", "embeddings"]
 ROLES: tuple[Role, ...] = ("frontline", "orchestrator", "worker", "evaluator", "embeddings")
@@ -205,6 +206,8 @@ class Settings(BaseSettings):
     @property
     def egress(self) -> Egress:
         """The egress check for URLs chosen by models, pages and search results."""
+        from services.runtime.egress import Egress
+
         return Egress.from_setting(self.egress_allow)
 
     def llm(self, role: Role) -> LLMConfig:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from openai.types.chat import ChatCompletionMessageParam
+from typing import TYPE_CHECKING, Any
 
 from contracts import WorkerResult, WorkerTask
 from services.runtime.errors import MODEL_ERRORS
@@ -14,10 +12,13 @@ from services.runtime.prompts import conversation
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.tools.catalog import Clients
 from services.workers.tools.loop import LoopOutcome, run_tool_loop
-from services.workers.tools.mcp_link import Timeouts
-from services.workers.tools.mcp_tools import McpTools
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import RunContext, ToolBox
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
+
+    from services.workers.tools.mcp_tools import McpTools
 
 log = logging.getLogger("sidekick.workers.tools")
 
@@ -36,6 +37,18 @@ answer what could not be done. Never claim to have done something a tool did not
 CALL_TIMEOUT = 180.0
 # Functions one request may offer the model (OpenAI's limit); MCP tools beyond it are left out.
 MAX_TOOLS = 128
+
+
+def mcp_tools(settings: ToolsSettings, *, limit: int) -> McpTools | None:
+    """The configured MCP servers' tools; None without SIDEKICK_MCP_CONFIG, and then the MCP
+    SDK is not imported at all (0.5 s of the workers' start)."""
+    if settings.mcp_config is None:
+        return None
+    from services.workers.tools.mcp_link import Timeouts
+    from services.workers.tools.mcp_tools import McpTools
+
+    timeouts = Timeouts(connect=settings.mcp_connect_timeout, call=settings.mcp_call_timeout)
+    return McpTools.from_file(settings.mcp_config, timeouts, limit=limit)
 
 
 def tools_prompt(task: WorkerTask) -> str:
@@ -57,18 +70,13 @@ class ToolsWorker:
             egress=deps.settings.egress,
         )
         self.builtin = self.clients.tools()
-        timeouts = Timeouts(
-            connect=self.settings.mcp_connect_timeout, call=self.settings.mcp_call_timeout
-        )
-        self.mcp = McpTools.from_file(
-            self.settings.mcp_config, timeouts, limit=MAX_TOOLS - len(self.builtin)
-        )
+        self.mcp = mcp_tools(self.settings, limit=MAX_TOOLS - len(self.builtin))
 
     @property
     def toolbox(self) -> ToolBox:
         """The built-in tools and the MCP servers' tools offered right now."""
         return ToolBox(
-            [*self.builtin, *self.mcp.tools()],
+            [*self.builtin, *(self.mcp.tools() if self.mcp is not None else ())],
             result_chars=self.settings.tools_result_chars,
             call_timeout=CALL_TIMEOUT,
         )
@@ -81,11 +89,13 @@ class ToolsWorker:
             log.info("python_run sandbox: %s", status.detail)
         else:
             log.warning("python_run is disabled: %s", status.detail)
-        await self.mcp.start()
+        if self.mcp is not None:
+            await self.mcp.start()
 
     async def aclose(self) -> None:
         """Stop the MCP servers and the browser, close the HTTP client (at process shutdown)."""
-        await self.mcp.stop()
+        if self.mcp is not None:
+            await self.mcp.stop()
         await self.clients.close()
 
     async def _chat(
