@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.async_api import expect
 
 from services.runtime.errors import no_model_message
 from services.runtime.natsserver import NatsServer
 from tests.support.harness import ROOT, Client, System
+from tests.support.page import chromium, open_page, send, shot
 from tests.test_cli_chat import chat_env
 
 
@@ -64,3 +66,25 @@ def test_sidekick_chat_prints_the_sentence_as_is(bare_system: System) -> None:
     assert done.returncode == 0, done.stderr
     assert f"error: {no_model_message()}" in done.stdout
     assert "[error" not in done.stdout
+
+
+async def test_the_page_shows_the_sentence_as_text_and_stays_usable(bare_system: System) -> None:
+    async with chromium() as browser:
+        page = await open_page(browser)
+        await page.goto(bare_system.http_url + "/")
+        await expect(page.locator("#connection")).to_have_text("Connected")
+        for n, message in enumerate(("hello", "hello again")):
+            await send(page, message)
+            turn = page.locator(".turn").nth(n)
+            failure = turn.locator(".failure")
+            await expect(failure).to_be_visible()
+            await expect(failure).to_contain_text(no_model_message())
+            await expect(turn.locator(".status")).to_have_text("Failed")
+            await expect(turn.locator(".assistant")).to_have_attribute("aria-busy", "false")
+            shown = await turn.inner_text()
+            assert "[object Object]" not in shown and "{" not in shown, shown
+            # Usable again: the message box and Send take the next message.
+            await expect(page.get_by_label("Message", exact=True)).to_be_enabled()
+            await expect(page.get_by_label("Message", exact=True)).to_be_editable()
+            await expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
+        await page.screenshot(path=shot("page-no-model.png"), full_page=True)
