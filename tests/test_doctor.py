@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from services.cli.doctor_checks import nats_server
+from services.runtime.errors import MODEL_EXAMPLE, MODEL_VARIABLES, no_model_message
 from services.runtime.natsserver import NatsServer
-from services.runtime.settings import Settings
+from services.runtime.settings import ROLES, Settings
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI, structured
@@ -184,6 +185,29 @@ async def test_a_model_the_server_does_not_serve_and_a_dead_fallback_are_broken(
     broken = "\n".join(found["broken"])
     assert "SIDEKICK_WORKER_LLM_MODEL" in broken
     assert "SIDEKICK_EVALUATOR_LLM_FALLBACK_BASE_URL" in broken
+
+
+async def test_no_model_says_for_each_role_what_the_other_surfaces_say(
+    env: dict[str, str],
+) -> None:
+    env = {k: v for k, v in env.items() if not k.startswith("SIDEKICK_LLM_")}
+    status, found = report(env, "--no-calls")
+    assert status == 1
+    # The words of no_model_message(): the shared variables and the Ollama example.
+    assert MODEL_VARIABLES in no_model_message() and MODEL_EXAMPLE in no_model_message()
+    for role in ROLES:
+        m = model(found, role)
+        (problem,) = m["problems"]
+        assert set(problem) == {"what", "fix", "breaks"}
+        assert problem["what"] == f"{role}: no model configured"
+        assert MODEL_VARIABLES in problem["fix"] and MODEL_EXAMPLE in problem["fix"]
+        own = "SIDEKICK_EMBEDDINGS_" if role == "embeddings" else f"SIDEKICK_{role.upper()}_LLM_"
+        assert f"{own}BASE_URL" in problem["fix"], problem
+    assert (
+        "its model is SIDEKICK_EMBEDDINGS_MODEL" in model(found, "embeddings")["problems"][0]["fix"]
+    )
+    text = run(env, "--no-calls").stdout
+    assert f"✗ frontline: no model configured → set {MODEL_VARIABLES} before `sidekick up`" in text
 
 
 async def test_missing_optional_keys_are_shown_but_do_not_fail(env: dict[str, str]) -> None:

@@ -20,16 +20,25 @@ class ConfigurationError(SidekickError):
     pass
 
 
+# The shared variables to set and an example, in the words every surface uses (also
+# `sidekick doctor`, which adds each role's own variables).
+MODEL_VARIABLES = (
+    "SIDEKICK_LLM_BASE_URL, SIDEKICK_LLM_MODEL and, if the server needs one, "
+    "SIDEKICK_LLM_API_KEY (or just OPENAI_API_KEY for OpenAI)"
+)
+MODEL_EXAMPLE = (
+    "for example `SIDEKICK_LLM_BASE_URL=http://127.0.0.1:11434/v1 SIDEKICK_LLM_MODEL=llama3.1 "
+    "sidekick up` for Ollama"
+)
+
+
 def no_model_message() -> str:
     """What every surface says when no model is configured (chat, the page, event and legacy
     WebSocket clients, the OpenAI-compatible endpoint, the `sidekick up` banner): one sentence,
     the variables to set, an example, and where to check."""
     return (
-        "No model is configured yet: set SIDEKICK_LLM_BASE_URL, SIDEKICK_LLM_MODEL and, if the "
-        "server needs one, SIDEKICK_LLM_API_KEY (or just OPENAI_API_KEY for OpenAI) before "
-        "`sidekick up`, for example `SIDEKICK_LLM_BASE_URL=http://127.0.0.1:11434/v1 "
-        "SIDEKICK_LLM_MODEL=llama3.1 sidekick up` for Ollama, then run `sidekick doctor` to "
-        "check it."
+        f"No model is configured yet: set {MODEL_VARIABLES} before `sidekick up`, "
+        f"{MODEL_EXAMPLE}, then run `sidekick doctor` to check it."
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import openai
 from pydantic import BaseModel, Field, ValidationError
 
+from services.runtime.errors import MODEL_EXAMPLE, MODEL_VARIABLES
 from services.runtime.llm import schema as schemas
 from services.runtime.llm.modes import refuses, with_instruction
 from services.runtime.settings import STRUCTURED_MODES, LLMConfig
@@ -229,6 +230,17 @@ def setting_for(config: LLMConfig, what: str, *, fallback: bool = False) -> str:
     return f"{own} (or SIDEKICK_LLM_{what} for every role)"
 
 
+def settings_for_a_model(config: LLMConfig) -> str:
+    """What to set when `config`'s role has no model: the words of `no_model_message()`, plus
+    the role's own variables."""
+    embeddings = config.role == "embeddings"
+    names = ("BASE_URL", "API_KEY") if embeddings else ("BASE_URL", "MODEL", "API_KEY")
+    own = ", ".join(config.variable(what) for what in names) + f" for {config.role} alone"
+    if embeddings:  # SIDEKICK_LLM_MODEL is a chat model; this role's has no shared default
+        own += f"; its model is {config.variable('MODEL')} (default {config.model})"
+    return f"{MODEL_VARIABLES} before `sidekick up` (or {own}), {MODEL_EXAMPLE}"
+
+
 def judge(
     config: LLMConfig,
     label: str,
@@ -256,11 +268,7 @@ def judge(
 
     if not config.configured:
         r.problems.append(
-            Problem(
-                f"{label}: no model configured",
-                "SIDEKICK_LLM_BASE_URL and/or SIDEKICK_LLM_API_KEY (or OPENAI_API_KEY)",
-                needed,
-            )
+            Problem(f"{label}: no model configured", settings_for_a_model(config), needed)
         )
         return r
     caps = seen.capabilities
