@@ -30,6 +30,9 @@ MAX_STEPS = 4
 SCREENSHOTS = ROOT / "tests" / "artifacts" / "tools-e2e"
 
 
+QUOTA_MB = 16
+
+
 @pytest.fixture(scope="module")
 def tools_system(
     nats_server: NatsServer,
@@ -46,6 +49,7 @@ def tools_system(
             "SIDEKICK_WORKERS": "GENERAL,TOOLS",
             "SIDEKICK_TOOLS_MAX_STEPS": str(MAX_STEPS),
             "SIDEKICK_FILES_ROOT": str(files),
+            "SIDEKICK_FILES_QUOTA_MB": str(QUOTA_MB),
             # The local site is operator-trusted here; nothing else on loopback is.
             "SIDEKICK_EGRESS_ALLOW": site.host_port,
             "SIDEKICK_BROWSER_SCREENSHOT_DIR": str(SCREENSHOTS),
@@ -249,3 +253,31 @@ async def test_hostile_code_sent_through_the_websocket_stays_in_its_sandbox(
     size = beacon.stat().st_size
     await asyncio.sleep(1.0)
     assert beacon.stat().st_size == size
+
+
+async def test_code_sent_through_the_websocket_cannot_fill_the_disk(
+    tools_system: System, fake_llm: FakeOpenAI
+) -> None:
+    # 200 files of 1 MiB, about 50 MiB/s: 200 MiB and "done" if nothing stopped it.
+    code = (
+        "import time\n"
+        "for i in range(200):\n"
+        "    with open(f'fill{i}', 'wb') as f: f.write(b'x' * (1 << 20))\n"
+        "    time.sleep(0.02)\n"
+        "print('done')\n"
+    )
+
+    def model(body: dict[str, Any]) -> Reply:
+        results = tool_results(body)
+        if not results:
+            return Reply(tool_calls=[tool_call("python_run", {"code": code}, "call_fill")])
+        return Reply(results[0]["content"])
+
+    fake_llm.script("fake-orchestrator", decide_tools("Fill the disk"))
+    fake_llm.script(MODEL, model)
+    convo = await tools_system.ask("Please route this: fill the disk")
+    assert f"went past its quota of {QUOTA_MB} MiB" in convo.text, convo.text
+    assert "done" not in convo.text.split("--- stdout", 1)[-1], convo.text
+    files = Path(tools_system.env["SIDEKICK_FILES_ROOT"])
+    sizes = [sum(f.stat().st_blocks * 512 for f in d.rglob("*")) for d in files.iterdir()]
+    assert max(sizes) < 3 * QUOTA_MB * 1024 * 1024, sizes

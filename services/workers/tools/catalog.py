@@ -21,6 +21,7 @@ from services.workers.tools.bwrap import Limits
 from services.workers.tools.files import Files
 from services.workers.tools.notify import Notifier
 from services.workers.tools.python_sandbox import PythonSandbox
+from services.workers.tools.quota import MiB, Quota
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import Args, Call, Tool, tool, tools_of
 from services.workers.tools.websearch import WebSearch
@@ -51,7 +52,12 @@ def python_sandbox(settings: ToolsSettings, data_dir: Path) -> PythonSandbox:
         files_root(settings, data_dir),
         python=settings.python_executable,
         bwrap=settings.bwrap,
+        quota=folder_quota(settings),
     )
+
+
+def folder_quota(settings: ToolsSettings) -> Quota:
+    return Quota(bytes=settings.files_quota_mb * MiB, entries=settings.files_quota_entries)
 
 
 @dataclass
@@ -87,7 +93,11 @@ class Clients:
                 screenshot_dir=settings.browser_screenshot_dir,
             ),
             python=python_sandbox(settings, data_dir),
-            files=Files(files_root(settings, data_dir), max_bytes=settings.files_max_bytes),
+            files=Files(
+                files_root(settings, data_dir),
+                max_bytes=settings.files_max_bytes,
+                quota=folder_quota(settings),
+            ),
             wikipedia=Wikipedia(http, settings.wikipedia_base_url),
             web=WebSearch(http, api_key=settings.brave_api_key, base_url=settings.brave_base_url),
             notifier=Notifier(

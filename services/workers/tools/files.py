@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import Field
 
 from services.workers.tools.errors import PathRefused, ToolError
+from services.workers.tools.quota import Quota, refuse_growth
 from services.workers.tools.sessiondir import SessionFolder
 from services.workers.tools.toolbox import Args, Call, Toolset, tool
 
@@ -23,9 +24,10 @@ MAX_LISTED = 200
 class FileSandbox:
     """The files tools' view of one session's folder (see sessiondir for how paths open)."""
 
-    def __init__(self, base: Path, session_id: str, *, max_bytes: int) -> None:
+    def __init__(self, base: Path, session_id: str, *, max_bytes: int, quota: Quota) -> None:
         self.folder = SessionFolder(base, session_id)
         self.max_bytes = max_bytes
+        self.quota = quota
 
     @property
     def root(self) -> Path:
@@ -44,6 +46,10 @@ class FileSandbox:
         data = content.encode("utf-8")
         if len(data) > self.max_bytes:
             raise ToolError(f"files may be at most {self.max_bytes} bytes.")
+        # Counted as if every part of the path were new and nothing were replaced: near the
+        # quota a write may be refused that would have fit, never the other way round.
+        parts = self.folder.parts(path)
+        refuse_growth(self.folder.root, self.quota, len(data), new_entries=max(len(parts), 1))
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
         fd, parts = self.folder.open(path, flags, create_dirs=True)
         with os.fdopen(fd, "wb") as f:
@@ -100,12 +106,15 @@ class ListArgs(Args):
 class Files(Toolset):
     """Tools over the per-session folders under `base`."""
 
-    def __init__(self, base: Path, *, max_bytes: int) -> None:
+    def __init__(self, base: Path, *, max_bytes: int, quota: Quota | None = None) -> None:
         self.base = base
         self.max_bytes = max_bytes
+        self.quota = quota or Quota()
 
     def sandbox(self, call: Call) -> FileSandbox:
-        return FileSandbox(self.base, call.run.session_id, max_bytes=self.max_bytes)
+        return FileSandbox(
+            self.base, call.run.session_id, max_bytes=self.max_bytes, quota=self.quota
+        )
 
     @tool("files_read", "Read a text file from the user's files folder (kept between requests).")
     async def read_file(self, args: ReadArgs, call: Call) -> str:

@@ -14,7 +14,8 @@ Each run is a fresh `bwrap` container:
   shared with the files tools and kept between runs; other sessions' folders are not in view;
 - resource limits set before `bwrap` execs (CPU seconds, address space, file size, open files,
   processes), and a wall-clock limit that kills the whole PID namespace;
-- as root, the run's uid is the session's own (root is exempt from the process limit).
+- as root, the run's uid is the session's own (root is exempt from the process limit);
+- the session folder's quota (quota.py): a run that grows the folder past it is killed.
 
 Where bubblewrap is missing or the kernel refuses it namespaces, `python_run` is disabled and
 says why (`sandbox_status()`, also logged at start-up); it never runs code another way.
@@ -39,6 +40,7 @@ from services.workers.tools.bwrap import (
     why_stopped,
 )
 from services.workers.tools.errors import ToolNotConfigured
+from services.workers.tools.quota import POLL, Quota, Usage, measure
 from services.workers.tools.seccomp import seccomp_filter
 from services.workers.tools.sessiondir import SessionFolder
 
@@ -148,9 +150,11 @@ class PythonSandbox:
         *,
         python: str | None = None,
         bwrap: str | None = None,
+        quota: Quota | None = None,
     ) -> None:
         self.limits = limits
         self.files_root = files_root
+        self.quota = quota or Quota()
         self._python = python
         self._bwrap = bwrap
         self._status: SandboxStatus | None = None
@@ -193,8 +197,9 @@ class PythonSandbox:
             )
         folder = SessionFolder(self.files_root, session_id)
         workdir = folder.ensure()
+        before = await asyncio.to_thread(measure, workdir, self.quota)
         return await self._launch(
-            status.bwrap, status.python, workdir, folder.uid, code, self.limits
+            status.bwrap, status.python, workdir, folder.uid, code, self.limits, before
         )
 
     async def _launch(
@@ -205,7 +210,10 @@ class PythonSandbox:
         uid: int | None,
         code: str,
         limits: Limits,
+        before: Usage | None = None,
     ) -> RunResult:
+        """Start the run; `before`: the session folder's usage, to keep it in its quota (the
+        start-up probe's throw-away folder has none)."""
         opened: list[int] = []
         try:
             # bwrap by descriptor: the session's uid may not be able to walk to its folder.
@@ -238,7 +246,37 @@ class PythonSandbox:
             for fd in opened:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        return await self._supervise(proc, code, limits)
+        over_quota: list[str] = []
+        watcher = None
+        if before is not None:
+            watcher = asyncio.ensure_future(self._watch(proc, workdir, before, over_quota))
+        try:
+            result = await self._supervise(proc, code, limits)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+        if over_quota:
+            result.stopped = over_quota[0]
+        return result
+
+    async def _watch(
+        self, proc: asyncio.subprocess.Process, workdir: Path, before: Usage, said: list[str]
+    ) -> None:
+        """Measure the folder while the run lasts; kill the run once it has grown the folder
+        past the quota (or past what it held, if that was more)."""
+        while proc.returncode is None:
+            await asyncio.sleep(POLL)
+            now = await asyncio.to_thread(measure, workdir, self.quota)
+            if now.over(self.quota, allowed=before):
+                said.append(
+                    f"the session's files folder went past its quota of "
+                    f"{self.quota.describe()} ({now.describe()}); killed. Delete files to make "
+                    "room."
+                )
+                kill_group(proc.pid)
+                return
 
     async def _supervise(
         self, proc: asyncio.subprocess.Process, code: str, limits: Limits

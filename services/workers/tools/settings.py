@@ -50,6 +50,12 @@ class ToolsSettings(BraveSettings):
         default=None, description="Base of the per-session folders; default <data_dir>/files."
     )
     files_max_bytes: int = Field(default=1_000_000, ge=1, description="Largest file written.")
+    files_quota_mb: int = Field(
+        default=256, ge=1, description="Disk one session's files folder may take (MiB)."
+    )
+    files_quota_entries: int = Field(
+        default=10_000, ge=10, description="Files and folders one session's folder may hold."
+    )
 
     wikipedia_base_url: str = Field(
         default="https://en.wikipedia.org", description="MediaWiki site for wikipedia_*."
