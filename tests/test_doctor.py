@@ -207,7 +207,9 @@ async def test_no_model_says_for_each_role_what_the_other_surfaces_say(
         "its model is SIDEKICK_EMBEDDINGS_MODEL" in model(found, "embeddings")["problems"][0]["fix"]
     )
     text = run(env, "--no-calls").stdout
-    assert f"✗ frontline: no model configured → set {MODEL_VARIABLES} before `sidekick up`" in text
+    roles = ", ".join(ROLES)
+    assert f"✗ no model configured ({roles}) → set {MODEL_VARIABLES} before `sidekick up`" in text
+    assert text.count("no model configured") == 1 and MODEL_EXAMPLE in text, text
 
 
 async def test_missing_optional_keys_are_shown_but_do_not_fail(env: dict[str, str]) -> None:

@@ -105,6 +105,28 @@ def _mark(cell: Cell) -> str:
     return YES if cell.ok else NO if cell.ok is False else NONE
 
 
+NO_MODEL = ": no model configured"
+
+
+def _broken_lines(found: Findings) -> list[str]:
+    """`found.broken`, with the roles that have no model said once, not once per role."""
+    from services.runtime.errors import MODEL_EXAMPLE, MODEL_VARIABLES
+
+    missing = [
+        p for m in found.models for p in m.problems if p.breaks and p.what.endswith(NO_MODEL)
+    ]
+    if len(missing) < 2:
+        return found.broken
+    roles = ", ".join(p.what.removesuffix(NO_MODEL) for p in missing)
+    said = {f"{p.what} → set {p.fix}" for p in missing}
+    shared = (
+        f"no model configured ({roles}) → set {MODEL_VARIABLES} before `sidekick up`, "
+        f"{MODEL_EXAMPLE}; SIDEKICK_<ROLE>_LLM_* set one role alone (SIDEKICK_EMBEDDINGS_* "
+        "the embeddings')"
+    )
+    return [shared, *(line for line in found.broken if line not in said)]
+
+
 def render(found: Findings) -> str:
     heads = ["role", "base URL", "model", "answers", "key", "listed"]
     heads += ["stream", "json_schema", "tools", "json_object", "mode"]
@@ -127,7 +149,7 @@ def render(found: Findings) -> str:
     lines += _table(
         ["check", "", "detail"], [[r.name, _mark_row(r), r.detail] for r in found.services]
     )
-    fixes = [f"  {NO} {line}" for line in found.broken]
+    fixes = [f"  {NO} {line}" for line in _broken_lines(found)]
     optional = [
         f"  {r.name}: {r.detail} → set {r.fix}"
         for r in found.services
