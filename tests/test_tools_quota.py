@@ -8,7 +8,6 @@ import ast
 import json
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,13 @@ from services.workers.tools.python_sandbox import PythonSandbox
 from services.workers.tools.quota import Quota, measure
 from services.workers.tools.sessiondir import SessionFolder
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
-from tests.support.dirs import searchable_dir
+from tests.support.dirs import searchable_dir, searchable_root
 
 MiB = 1024 * 1024
 QUOTA = Quota(bytes=8 * MiB, entries=300)
 
 
-@pytest.fixture(scope="module")
-def files_root() -> Iterator[Path]:
-    with searchable_dir() as root:
-        yield root
+files_root = searchable_root()
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +37,16 @@ def session() -> str:
     return f"mallory/{uuid.uuid4().hex[:8]}"
 
 
+async def stopped_at_quota(sandbox: PythonSandbox, code: str, expect: str) -> str:
+    """Run `code` (then print 'done') in a fresh session; it must be stopped at the quota
+    before it is done. Returns the session id."""
+    sid = session()
+    result = await sandbox.run(code + "print('done')\n", sid)
+    assert "done" not in result.stdout, result.render()
+    assert result.stopped and expect in result.stopped, result.render()
+    return sid
+
+
 def usage_of(files_root: Path, sid: str) -> tuple[int, int]:
     used = measure(SessionFolder(files_root, sid).root, Quota(bytes=0, entries=10**6))
     return used.bytes, used.entries
@@ -49,18 +55,14 @@ def usage_of(files_root: Path, sid: str) -> tuple[int, int]:
 async def test_code_that_fills_its_folder_is_killed_at_the_quota(
     sandbox: PythonSandbox, files_root: Path
 ) -> None:
-    sid = session()
     # 100 files of 1 MiB at about 50 MiB/s: 100 MiB and "done" if nothing stops it.
-    result = await sandbox.run(
+    fill = (
         "import time\n"
         "for i in range(100):\n"
         "    with open(f'fill{i}', 'wb') as f: f.write(b'x' * (1 << 20))\n"
         "    time.sleep(0.02)\n"
-        "print('done')\n",
-        sid,
     )
-    assert "done" not in result.stdout, result.render()
-    assert result.stopped and "went past its quota of 8 MiB" in result.stopped, result.render()
+    sid = await stopped_at_quota(sandbox, fill, "went past its quota of 8 MiB")
     used, _ = usage_of(files_root, sid)
     assert used < 40 * MiB  # the quota, and what a run writes in one poll or two
 
@@ -68,38 +70,30 @@ async def test_code_that_fills_its_folder_is_killed_at_the_quota(
 async def test_many_empty_files_are_stopped_at_the_entry_quota(
     sandbox: PythonSandbox, files_root: Path
 ) -> None:
-    sid = session()
-    result = await sandbox.run(
+    touch = (
         "import os, time\n"
         "for i in range(20_000):\n"
         "    os.close(os.open(f'e{i}', os.O_CREAT | os.O_WRONLY))\n"
         "    if i % 50 == 0: time.sleep(0.01)\n"
-        "print('done')\n",
-        sid,
     )
-    assert "done" not in result.stdout, result.render()
-    assert result.stopped and "300 files and folders" in result.stopped, result.render()
+    sid = await stopped_at_quota(sandbox, touch, "300 files and folders")
     _, entries = usage_of(files_root, sid)
     assert entries < 5_000
 
 
 async def test_bytes_hidden_in_a_folder_made_unreadable_still_count(
-    sandbox: PythonSandbox, files_root: Path
+    sandbox: PythonSandbox,
 ) -> None:
-    sid = session()
     # 6 MiB behind a folder with no permissions, then 4 MiB in view: 10 MiB against 8.
-    result = await sandbox.run(
+    hide = (
         "import os, time\n"
         "os.mkdir('hide')\n"
         "with open('hide/a', 'wb') as f: f.write(b'x' * (6 << 20))\n"
         "os.chmod('hide', 0)\n"
         "with open('b', 'wb') as f: f.write(b'x' * (4 << 20))\n"
         "time.sleep(3)\n"
-        "print('done')\n",
-        sid,
     )
-    assert "done" not in result.stdout, result.render()
-    assert result.stopped and "quota" in result.stopped, result.render()
+    await stopped_at_quota(sandbox, hide, "went past its quota")
 
 
 async def test_a_folder_over_its_quota_may_shrink_but_not_grow(

@@ -11,7 +11,6 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,13 @@ from services.workers.tools.python_sandbox import PythonSandbox
 from services.workers.tools.seccomp import denied_syscalls
 from services.workers.tools.sessiondir import SessionFolder
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
-from tests.support.dirs import searchable_dir
+from tests.support.dirs import searchable_root
 from tests.support.fakes.http import FakeServer, Response
 
 MiB = 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def files_root() -> Iterator[Path]:
-    with searchable_dir() as root:
-        yield root
+files_root = searchable_root()
 
 
 @pytest.fixture(scope="module")

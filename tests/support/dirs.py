@@ -9,6 +9,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 
 @contextmanager
@@ -19,3 +22,14 @@ def searchable_dir(prefix: str = "sidekick-files-") -> Iterator[Path]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def searchable_root() -> Any:
+    """A module-scoped fixture: one searchable folder for the module's session folders; the
+    fixture's name is the name it is bound to."""
+
+    def root() -> Iterator[Path]:
+        with searchable_dir() as path:
+            yield path
+
+    return pytest.fixture(root, scope="module")
