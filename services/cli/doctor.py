@@ -105,12 +105,10 @@ def _mark(cell: Cell) -> str:
     return YES if cell.ok else NO if cell.ok is False else NONE
 
 
-NO_MODEL = ": no model configured"
-
-
 def _broken_lines(found: Findings) -> list[str]:
     """`found.broken`, with the roles that have no model said once, not once per role."""
     from services.runtime.errors import MODEL_EXAMPLE, MODEL_VARIABLES
+    from services.runtime.llm.probe import NO_MODEL
 
     missing = [
         p for m in found.models for p in m.problems if p.breaks and p.what.endswith(NO_MODEL)

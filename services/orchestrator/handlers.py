@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from contracts import (
@@ -95,13 +94,13 @@ class Orchestrator:
         await self._advance(state, tracked)
 
     async def on_result(self, result: WorkerResult) -> None:
-        state = await self._update(result.request_id, lambda s: loop.on_result(s, result))
+        state = await self.store.update(result.request_id, lambda s: loop.on_result(s, result))
         if state.status != "evaluating":  # the attempt ended without a verdict
             write_attempt_span(state, result.attempt)
         await self._advance(state)
 
     async def on_verdict(self, event: VerdictIssued) -> None:
-        state = await self._update(event.request_id, lambda s: loop.on_verdict(s, event))
+        state = await self.store.update(event.request_id, lambda s: loop.on_verdict(s, event))
         write_attempt_span(state, event.attempt)
         if event.verdict is not None:
             await self._progress(
@@ -117,7 +116,7 @@ class Orchestrator:
         await self._advance(state)
 
     async def on_answered(self, event: ClarificationAnswered) -> None:
-        state = await self._update(event.request_id, lambda s: loop.answered(s, event))
+        state = await self.store.update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
         await self._advance(state)
 
@@ -138,7 +137,7 @@ class Orchestrator:
             )
             await finish(self.bus, cancelled, known=tracked)
             return
-        state = await self._update(event.request_id, lambda s: loop.cancelled(s, event.reason))
+        state = await self.store.update(event.request_id, lambda s: loop.cancelled(s, event.reason))
         await self._advance(state)
 
     async def on_parked_timeout(self, request_id: str) -> None:
@@ -147,7 +146,7 @@ class Orchestrator:
             f"No answer to the clarification questions arrived within {timeout:g} seconds; "
             "the request has ended. Send the request again with the details."
         )
-        state = await self._update(
+        state = await self.store.update(
             request_id,
             lambda s: (
                 loop.failed(s, "clarification_timeout", error)
@@ -203,12 +202,12 @@ class Orchestrator:
                 )
             except MODEL_ERRORS as exc:
                 code, error = failure_code(exc), str(exc)
-                return await self._update(
+                return await self.store.update(
                     req.request_id, lambda s: loop.failed(s, code, error), start=start
                 )
             choice, usage = decision.value, decision.usage
         known = set(self.workers)
-        state = await self._update(
+        state = await self.store.update(
             req.request_id, lambda s: loop.decided(s, choice, usage, known), start=start
         )
         if state.decision is not None:
@@ -229,19 +228,10 @@ class Orchestrator:
             )
             await finish(self.bus, failed, known=tracked)
             return
-        state = await self._update(
+        state = await self.store.update(
             request_id, lambda s: loop.failed(s, "delivery_exhausted", error)
         )
         await self._advance(state)
-
-    async def _update(
-        self,
-        request_id: str,
-        change: Callable[[LoopState], LoopState],
-        *,
-        start: LoopState | None = None,
-    ) -> LoopState:
-        return await self.store.update(request_id, change, start=start)
 
     async def _move(
         self, request_id: str, target: RequestState, known: Tracked | None, **changes: Any

@@ -230,6 +230,9 @@ def setting_for(config: LLMConfig, what: str, *, fallback: bool = False) -> str:
     return f"{own} (or SIDEKICK_LLM_{what} for every role)"
 
 
+NO_MODEL = ": no model configured"  # what a role without a model is said to lack
+
+
 def settings_for_a_model(config: LLMConfig) -> str:
     """What to set when `config`'s role has no model: the words of `no_model_message()`, plus
     the role's own variables."""
@@ -267,9 +270,7 @@ def judge(
         r.problems.append(Problem(f"{label}: {what}", fix, needed))
 
     if not config.configured:
-        r.problems.append(
-            Problem(f"{label}: no model configured", settings_for_a_model(config), needed)
-        )
+        r.problems.append(Problem(f"{label}{NO_MODEL}", settings_for_a_model(config), needed))
         return r
     caps = seen.capabilities
     called = any(c.ok is not None for c in caps.values())

@@ -247,26 +247,26 @@ class PythonSandbox:
             for fd in opened:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        over_quota: list[str] = []
         watcher = None
         if before is not None:
-            watcher = asyncio.ensure_future(self._watch(proc, workdir, before, over_quota))
+            watcher = asyncio.ensure_future(self._watch(proc, workdir, before))
+        over_quota = None
         try:
             result = await self._supervise(proc, code, limits)
         finally:
             if watcher is not None:
-                watcher.cancel()
+                watcher.cancel()  # a watcher that killed the run has ended, with why
                 with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
+                    over_quota = await watcher
         if over_quota:
-            result.stopped = over_quota[0]
+            result.stopped = over_quota
         return result
 
     async def _watch(
-        self, proc: asyncio.subprocess.Process, workdir: Path, before: Usage, said: list[str]
-    ) -> None:
+        self, proc: asyncio.subprocess.Process, workdir: Path, before: Usage
+    ) -> str | None:
         """Measure the folder while the run lasts; kill the run once it has grown the folder
-        past the quota (or past what it held, if that was more)."""
+        past the quota (or past what it held, if that was more), and say so."""
         pause = POLL
         while proc.returncode is None:
             await asyncio.sleep(pause)
@@ -275,13 +275,13 @@ class PythonSandbox:
             # A folder of many files takes longer to walk: walk it at most a fifth of the time.
             pause = max(POLL, 4 * (time.perf_counter() - started))
             if now.over(self.quota, allowed=before):
-                said.append(
+                kill_group(proc.pid)
+                return (
                     f"the session's files folder went past its quota of "
                     f"{self.quota.describe()} ({now.describe()}); killed. Delete files to make "
                     "room."
                 )
-                kill_group(proc.pid)
-                return
+        return None
 
     async def _supervise(
         self, proc: asyncio.subprocess.Process, code: str, limits: Limits
