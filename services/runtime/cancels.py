@@ -7,7 +7,6 @@ service that checks may read (workers may not read the request records themselve
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from datetime import datetime, timedelta
@@ -91,12 +90,6 @@ class Cancellations:
 def _current_cancelling() -> bool:
     task = asyncio.current_task()
     return bool(task and task.cancelling())
-
-
-async def cancel_quietly(task: asyncio.Task[object]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 def flag_key(request_id: str) -> str:

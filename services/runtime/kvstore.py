@@ -54,11 +54,6 @@ async def write_if(kv: KeyValue, key: str, value: BaseModel, revision: int) -> i
         return None
 
 
-async def put_if(kv: KeyValue, key: str, value: BaseModel, revision: int) -> bool:
-    """Write only if the key is still at `revision` (0 = must not exist). False if it moved."""
-    return await write_if(kv, key, value, revision) is not None
-
-
 async def mutate(
     kv: KeyValue,
     key: str,

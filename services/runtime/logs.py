@@ -40,10 +40,6 @@ def request_context(request_id: str | None) -> Iterator[None]:
         _REQUEST_ID.reset(token)
 
 
-def current_request_id() -> str | None:
-    return _REQUEST_ID.get()
-
-
 class _Context(logging.Filter):
     """Adds service, request_id and trace_id to every record that passes a handler."""
 

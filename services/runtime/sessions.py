@@ -30,12 +30,6 @@ def recent(record: SessionRecord, turns: int) -> list[Turn]:
     return record.turns[-2 * turns :] if turns > 0 else []
 
 
-async def load_history(bus: Bus, session_id: str, turns: int) -> list[Turn]:
-    if turns <= 0:
-        return []
-    return recent(await load_session(bus, session_id), turns)
-
-
 async def update_session(
     bus: Bus,
     session_id: str,

@@ -87,10 +87,6 @@ class ModeBook:
         )
         return nxt
 
-    def learned(self, key: tuple[str, str]) -> StructuredMode | None:
-        with self._lock:
-            return self._modes.get(key)
-
     def forget(self) -> None:
         with self._lock:
             self._modes.clear()
