@@ -3,13 +3,14 @@ the variables to set, an example, and `sidekick doctor` (services/runtime/errors
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import WebSocketRoute, expect
 
 from services.runtime.errors import no_model_message
 from services.runtime.natsserver import NatsServer
@@ -53,6 +54,20 @@ async def test_an_event_client_gets_the_sentence_in_its_error_and_a_failed_end(
     assert convo.end["status"] == "failed"
 
 
+async def test_the_ack_comes_before_every_other_frame_of_its_request(bare_system: System) -> None:
+    # The gateway sends the ack (and a queued frame) as soon as the request is written, before
+    # it is published or can be started by the request before it, so no frame of the request
+    # can overtake them (a request with no model ends within milliseconds).
+    async with Client(bare_system.ws_url, events=True) as client:
+        for _ in range(30):
+            convo = await client.ask("hello")
+            request_id = convo.end["request_id"]
+            ours = [f for f in convo.frames if f.get("request_id") == request_id]
+            assert ours[0] == {"event": "ack", "request_id": request_id, "action": "message"}
+            queued = [n for n, f in enumerate(ours) if f.get("event") == "queued"]
+            assert queued in ([], [1]), ours
+
+
 def test_sidekick_chat_prints_the_sentence_as_is(bare_system: System) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "services.cli", "chat", "--url", bare_system.ws_url],
@@ -88,3 +103,38 @@ async def test_the_page_shows_the_sentence_as_text_and_stays_usable(bare_system:
             await expect(page.get_by_label("Message", exact=True)).to_be_editable()
             await expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
         await page.screenshot(path=shot("page-no-model.png"), full_page=True)
+
+
+async def test_the_page_keeps_an_ended_request_ended_when_its_ack_comes_late(
+    bare_system: System,
+) -> None:
+    # A proxy in front of the page holds each ack until the request's end has passed it: the
+    # page once marked the request as working again when its ack came, and stayed "Working…".
+    def late_acks(ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+        held: dict[str, str] = {}
+
+        def to_page(message: str | bytes) -> None:
+            frame = json.loads(message)
+            request_id = frame.get("request_id", "")
+            if frame.get("event") == "ack":
+                held[request_id] = str(message)
+                return
+            ws.send(message)
+            if "on_chat_model_end" in frame and request_id in held:
+                ws.send(held.pop(request_id))
+
+        server.on_message(to_page)
+        ws.on_message(server.send)
+
+    async with chromium() as browser:
+        page = await open_page(browser)
+        await page.route_web_socket("**/ws", late_acks)
+        await page.goto(bare_system.http_url + "/")
+        await expect(page.locator("#connection")).to_have_text("Connected")
+        await send(page, "hello")
+        turn = page.locator(".turn").nth(0)
+        await expect(turn.locator(".failure")).to_contain_text(no_model_message())
+        await expect(turn.locator(".status")).to_have_text("Failed")
+        await expect(turn.locator(".assistant")).to_have_attribute("aria-busy", "false")
+        await expect(turn.locator(".cancel")).to_be_hidden()

@@ -9,6 +9,8 @@ import sys
 import time
 import uuid
 
+import pytest
+
 from services.runtime.natsserver import NatsServer
 from tests.support.harness import ROOT, bootstrap_process, free_port
 
@@ -64,3 +66,11 @@ def test_a_service_started_before_the_bootstrap_waits_for_it_then_goes_on(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)
+
+
+@pytest.mark.fast
+def test_no_two_children_are_handed_the_same_port() -> None:
+    # The kernel offers a probe's port again soon after; two services handed one port raced to
+    # bind it, and one of them exited at start.
+    ports = [free_port() for _ in range(3000)]
+    assert len(set(ports)) == len(ports)

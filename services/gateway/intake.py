@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nats.js.kv import KeyValue
@@ -118,17 +119,23 @@ class Intake:
         *,
         chosen: bool = True,
         session: lanes.Session | None = None,
+        taken: Callable[[Accepted], None] | None = None,
     ) -> Accepted:
         """Accept a new request: limits, its place in its session (services/runtime/lanes.py),
         its record, the index, then `chat.requested` when its session is free. `chosen`: the
         client chose the id (a retry of it is answered, not run again); `session`: the
-        session's record as the caller has just read it. Raises Busy (`reject`)."""
+        session's record as the caller has just read it; `taken` is told once the request is
+        accepted, before anything can produce its events, so that a client hears "accepted"
+        ahead of the request's first frame. Raises Busy (`reject`)."""
         if chosen:
             existing = await self.record(request_id)
             if existing is not None:
                 if existing.principal != principal:
                     raise Conflict(f"The request id {request_id} is already in use.")
-                return Accepted(fresh=False)
+                again = Accepted(fresh=False)
+                if taken is not None:
+                    taken(again)
+                return again
         self.admit(principal, request_id)
         # The root of the request's trace: every hop after this one is its descendant.
         with tracer.start_as_current_span(
@@ -136,10 +143,15 @@ class Intake:
             kind=trace.SpanKind.SERVER,
             attributes={"sidekick.request_id": request_id, "sidekick.principal": principal},
         ):
-            return await self._accept(principal, request_id, req, session)
+            return await self._accept(principal, request_id, req, session, taken)
 
     async def _accept(
-        self, principal: str, request_id: str, req: Request, session: lanes.Session | None
+        self,
+        principal: str,
+        request_id: str,
+        req: Request,
+        session: lanes.Session | None,
+        taken: Callable[[Accepted], None] | None,
     ) -> Accepted:
         seen = self.deliveries.take(req.session_id) if self.deliveries else []
         try:
@@ -172,10 +184,13 @@ class Intake:
             status="started",
             trace_id=current_trace_id(),
         )
+        accepted = Accepted(fresh=True, behind=place.behind, position=place.position)
         try:
             if await self.bus.requests.create(record) is None:
                 self.limits.release(request_id)
                 raise Conflict(f"The request id {request_id} is already in use.")
+            if taken is not None:  # from here on another hop may start it and answer
+                taken(accepted)
             await self._remember(principal, request_id)
             if place.position == 0:
                 await lanes.publish(self.bus, record)
@@ -191,7 +206,7 @@ class Intake:
             raise Unavailable(
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
             ) from exc
-        return Accepted(fresh=True, behind=place.behind, position=place.position)
+        return accepted
 
     def _give_back(self, session_id: str, seen: list[str]) -> None:
         if self.deliveries is not None and seen:
@@ -214,10 +229,12 @@ class Intake:
         message: str = "",
         answers: dict[str, str] | None = None,
         additional_context: str | None = None,
+        taken: Callable[[], None] | None = None,
     ) -> RequestRecord:
         """Resume a parked request with the user's answers (ClarificationAnswered). Exactly one
         of several concurrent answers wins: each moves the request's record from
-        awaiting_clarification by compare-and-set, and every other one gets Conflict."""
+        awaiting_clarification by compare-and-set, and every other one gets Conflict. `taken`
+        is told when this answer has won, before the request can go on."""
         tracked = await self._owned(principal, request_id)
         parked, asked = tracked.revision, _asked(tracked.value)
         try:
@@ -238,6 +255,8 @@ class Intake:
         except RateLimited:
             await self._unanswer(tracked)
             raise
+        if taken is not None:
+            taken()
         event = ClarificationAnswered(
             request_id=request_id,
             session_id=tracked.value.session_id,

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from typing import Literal
 
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
@@ -36,7 +37,7 @@ from contracts.http import ErrorResponse
 from services.gateway.auth import Auth
 from services.gateway.errors import Busy, GatewayError, Unavailable
 from services.gateway.hub import Connection, Hub, outcome_frames
-from services.gateway.intake import Intake, Request, scoped
+from services.gateway.intake import Accepted, Intake, Request, scoped
 from services.runtime import lanes
 from services.runtime.bus import Bus
 from services.runtime.metrics import GATEWAY_FRAMES_REJECTED
@@ -246,6 +247,12 @@ class ChatSocket:
             )
         session_id = conn.session
         if_busy = frame.if_busy or conn.if_busy
+
+        def acked(request_id: str, action: Literal["message", "answer"]) -> None:
+            # Told by the intake before the request can go on, so no frame of it comes first.
+            if conn.events:
+                conn.send(AckEvent(event="ack", request_id=request_id, action=action))
+
         try:
             session = await lanes.load(self.bus, session_id)
         except Exception:
@@ -255,10 +262,10 @@ class ChatSocket:
             if if_busy != "interrupt":  # interrupting cancels a parked question too
                 parked = await self._parked_target(conn, session.value, frame.reply_to)
             if parked is not None:
-                status = await self.intake.answer(conn.principal, parked, message=text)
+                status = await self.intake.answer(
+                    conn.principal, parked, message=text, taken=lambda: acked(parked, "answer")
+                )
                 self.hub.attach(conn, status.session_id)
-                if conn.events:
-                    conn.send(AckEvent(event="ack", request_id=parked, action="answer"))
                 return
         except GatewayError as exc:
             return self.refuse(conn, exc, frame.reply_to)
@@ -271,25 +278,11 @@ class ChatSocket:
             skip_cache=frame.skip_cache,
             if_busy=if_busy,
         )
-        try:
-            taken = await self.intake.submit(
-                conn.principal,
-                request,
-                request_id,
-                chosen=frame.request_id is not None,
-                session=session,
-            )
-        except lanes.Busy as busy:
-            refusal = Busy(
-                f"This conversation is still answering request {busy.active}; send again "
-                'when it ends, or with "if_busy": "enqueue" or "interrupt".'
-            )
-            return self.refuse(conn, refusal, request_id)
-        except GatewayError as exc:
-            return self.refuse(conn, exc, request_id)
-        if conn.events:
-            conn.send(AckEvent(event="ack", request_id=request_id, action="message"))
-        if taken.behind is not None:
+
+        def announce(taken: Accepted) -> None:
+            acked(request_id, "message")
+            if taken.behind is None:
+                return
             if conn.events:
                 queued = QueuedEvent(
                     event="queued",
@@ -300,6 +293,24 @@ class ChatSocket:
                 conn.send(queued)
             else:
                 conn.notice(QUEUED_TEXT)
+
+        try:
+            taken = await self.intake.submit(
+                conn.principal,
+                request,
+                request_id,
+                chosen=frame.request_id is not None,
+                session=session,
+                taken=announce,
+            )
+        except lanes.Busy as busy:
+            refusal = Busy(
+                f"This conversation is still answering request {busy.active}; send again "
+                'when it ends, or with "if_busy": "enqueue" or "interrupt".'
+            )
+            return self.refuse(conn, refusal, request_id)
+        except GatewayError as exc:
+            return self.refuse(conn, exc, request_id)
         if not taken.fresh:  # a retried id: answer from the stored outcome if it already ended
             await self._send_stored(conn, request_id)
 

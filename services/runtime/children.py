@@ -22,10 +22,20 @@ from services.runtime.readyz import answers_ok
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free on 127.0.0.1 now and never handed out before by this process: the kernel
+    may offer a port again as soon as its probe socket closes, and two children given the same
+    one race to bind it."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def _on_parent_death(sig: signal.Signals) -> None:

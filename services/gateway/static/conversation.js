@@ -106,7 +106,9 @@ export class Conversation {
       c.clarify.hidden = true;
       step(c, "You answered: " + last.text);
     }
-    if (f.action !== "cancel") this.busy(this.card(f.request_id), true);
+    // An ack says "taken", so it never reopens a request whose end has already come.
+    const c = this.card(f.request_id);
+    if (f.action !== "cancel" && !c.done) this.busy(c, true);
   }
 
   onQueued(f) {
