@@ -97,17 +97,16 @@ export class Conversation {
 
   onAck(f) {
     const last = this.lastSent;
+    const c = this.card(f.request_id);
     if (f.action === "answer" && last && last.id !== f.request_id) {
       // A plain message in a session with an open question answers that question.
       const placeholder = this.cards.get(last.id);
       if (placeholder) placeholder.node.remove();
       this.cards.delete(last.id);
-      const c = this.card(f.request_id);
       c.clarify.hidden = true;
       step(c, "You answered: " + last.text);
     }
     // An ack says "taken", so it never reopens a request whose end has already come.
-    const c = this.card(f.request_id);
     if (f.action !== "cancel" && !c.done) this.busy(c, true);
   }
 
