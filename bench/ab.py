@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.client import EXPECT, PATHS, Session
 from bench.system import ROOT, Stack, cpu_ms_per, cpu_snapshot
-from services.runtime.eventloop import run_loop
+from services.runtime.base.eventloop import run_loop
 
 COPIED = ("bench", "contracts", "services", "pyproject.toml")
 TURNS = 10

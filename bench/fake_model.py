@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from typing import Any, cast
 
-from services.runtime.eventloop import run_loop as run_fast
+from services.runtime.base.eventloop import run_loop as run_fast
 
 ATTEMPT_IN_PROMPT = re.compile(r"This is attempt (\d+)\.")
 ATTEMPT_IN_OUTPUT = re.compile(r"ATTEMPT=(\d+)")

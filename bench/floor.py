@@ -1,6 +1,6 @@
 """The floor: the same number of JetStream hops as a Sidekick path, with nats-py and no work in
 between. Each hop is a durable consumer read with a standing pull, as Sidekick's are
-(services/runtime/consumer.py), with an explicit ack after the next publish, `Nats-Msg-Id` on
+(services/runtime/bus/consumer.py), with an explicit ack after the next publish, `Nats-Msg-Id` on
 every publish, file storage; the last hop is published to an `out.<id>` subject the driver
 hears on a core subscription, as the gateway does. The relays run in their own process on
 uvloop, as Sidekick's services do: `python -m bench.floor --url ... --hops 2,7,15`. Besides
@@ -30,9 +30,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
 from bench.client import summary
 from bench.system import ROOT, cpu_ms_per, cpu_snapshot
-from services.runtime.children import killed_with_parent
-from services.runtime.consumer import Consumer
-from services.runtime.eventloop import run_loop
+from services.runtime.base.children import killed_with_parent
+from services.runtime.base.eventloop import run_loop
+from services.runtime.bus.consumer import Consumer
 
 HOPS = {"direct": 2, "orchestrated_1": 7, "orchestrated_3": 15}
 

@@ -39,11 +39,11 @@ from prometheus_client import CollectorRegistry
 
 from bench.system import FakeModel
 from contracts.decisions import OrchestratorDecision
+from services.runtime.base.settings import LLMConfig
+from services.runtime.base.telemetry import setup_tracing
+from services.runtime.bus.natsserver import NatsServer
 from services.runtime.llm import StreamResult, response_format
 from services.runtime.llm.endpoint import Endpoint
-from services.runtime.natsserver import NatsServer
-from services.runtime.settings import LLMConfig
-from services.runtime.telemetry import setup_tracing
 
 QUIET = logging.getLogger("bench.quiet")
 QUIET.setLevel(logging.WARNING)

@@ -21,7 +21,7 @@ import nats
 
 from bench.client import EXPECT, PATHS, Session
 from bench.system import Stack
-from services.runtime.eventloop import run_loop
+from services.runtime.base.eventloop import run_loop
 
 # Request ids, session hashes, sequence numbers and inbox tokens vary per message.
 _VARYING = (

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from bench.client import EXPECT, PATHS, Session
 from bench.system import Stack, cpu_ms_per, cpu_snapshot
-from services.runtime.children import SERVICES
-from services.runtime.eventloop import run_loop
+from services.runtime.base.children import SERVICES
+from services.runtime.base.eventloop import run_loop
 
 
 async def drive(stack: Stack, path: str, sessions: int, seconds: float) -> dict[str, int]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.client import EXPECT, PATHS, Session, summary
 from bench.system import Stack
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
 
 VICTIMS = {"orchestrator": "bench-orchestrator", "workers": "bench-worker"}
 PATH = "orchestrated_1"

@@ -21,8 +21,8 @@ from bench.floor import drive as floor_drive
 from bench.recovery import recovery
 from bench.report import ratios, render, targets
 from bench.system import ROOT, RssSampler, Stack, raise_fd_limit
-from services.runtime.children import killed_with_parent
-from services.runtime.eventloop import run_loop
+from services.runtime.base.children import killed_with_parent
+from services.runtime.base.eventloop import run_loop
 
 # Idle sockets first, on a fresh gateway, so the figure is what the sockets cost; recovery last
 # (it kills and restarts services).

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.runtime.children import (
+from services.runtime.base.children import (
     SERVICES,
     ServiceProcesses,
     base_env,
@@ -29,7 +29,7 @@ from services.runtime.children import (
     role_models,
     stop,
 )
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

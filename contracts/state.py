@@ -1,7 +1,7 @@
 """Records kept in JetStream KV that more than one service reads: a session's record and a
 request's record (its place in its life, the read model behind the workflows API, and how it
 ended). The rules for moving a request from one state to the next live in
-`services/runtime/lifecycle.py`; this module only says what the records hold."""
+`services/runtime/requests/lifecycle.py`; this module only says what the records hold."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ RequestState = Literal[
     "awaiting_clarification",
     TerminalState,
 ]
-"""Where a request is in its life (see `services/runtime/lifecycle.py` for the moves)."""
+"""Where a request is in its life (see `services/runtime/requests/lifecycle.py` for the moves)."""
 
 TERMINAL_STATES: frozenset[str] = frozenset(get_args(TerminalState))
 
@@ -63,7 +63,8 @@ class SessionRecord(Model):
 
 class RequestRecord(Model):
     """One request (key: request id) in the `status` bucket: created by the gateway when it
-    accepts the request, moved only by `services/runtime/lifecycle.py`'s compare-and-set."""
+    accepts the request, moved only by the compare-and-set of
+    `services/runtime/requests/lifecycle.py`."""
 
     request_id: str = Field(description="The request.")
     session_id: str = Field(description="Its scoped session.")

@@ -45,7 +45,7 @@ PONG = "health.pong.{source}"
 class Derived(Generic[H, V]):
     """An attribute made from the instance it is read on, `make(instance)` at each read (on
     the class: the descriptor itself). `Subjects` makes its names so, `Buckets` and `Bus`
-    (services/runtime/bus.py) what they hold."""
+    (services/runtime/bus/core.py) what they hold."""
 
     def __init__(self, make: Callable[[H], V]) -> None:
         self.make = make
@@ -128,7 +128,7 @@ class Subjects:
     requests_bucket = _Name.bucket("requests")
     sessions_bucket = _Name.bucket("sessions")
     ledger_bucket = _Name.bucket("ledger")
-    # Request records (services/runtime/lifecycle.py).
+    # Request records (services/runtime/requests/lifecycle.py).
     status_bucket = _Name.bucket("status")
     cache_bucket = _Name.bucket("cache")
 

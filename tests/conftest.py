@@ -20,8 +20,8 @@ from nats.aio.client import Client as NATS
 from nats.js.api import KeyValueConfig
 
 from contracts import new_id
+from services.runtime.bus.natsserver import NatsServer
 from services.runtime.llm.endpoint import close_http
-from services.runtime.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System, llm_env

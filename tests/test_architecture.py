@@ -18,6 +18,9 @@ MAX_LINES = 400
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 # Rooms on the services' floor that are not services: the eval harness (used by the CLI).
 TOOLS = ("evals",)
+# The runtime's sub-packages, lowest first: each imports only lower levels (and not its siblings
+# on its own level). Each one's __init__.py says so in words.
+RUNTIME_LEVELS = {"base": 0, "walls": 1, "llm": 1, "bus": 1, "requests": 2, "hosting": 3}
 
 
 def modules() -> dict[str, Path]:
@@ -75,6 +78,42 @@ def test_no_import_runs_back_up_a_floor_or_across_services() -> None:
             if t_height > height or (t_height == height and t_room != room and height < 4):
                 wrong.append(f"{module} imports {target}")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def runtime_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["services", "runtime"]:
+        return None
+    return parts[2] if len(parts) > 2 else "runtime"
+
+
+def test_runtime_sub_packages_import_only_those_below_them() -> None:
+    found = modules()
+    rooms = {runtime_room(m) for m in found} - {None, "runtime"}
+    assert rooms == set(RUNTIME_LEVELS), f"every runtime sub-package has a level: {rooms}"
+    wrong = []
+    for module, path in found.items():
+        room = runtime_room(module)
+        if room is None or room == "runtime":
+            continue
+        for target in imports(path, set(found)):
+            t_room = runtime_room(target)
+            if t_room is None or t_room == room:
+                continue
+            if t_room == "runtime" or RUNTIME_LEVELS[t_room] >= RUNTIME_LEVELS[room]:
+                wrong.append(f"{module} ({room}) imports {target} ({t_room})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_runtime_has_no_loose_modules_and_each_sub_package_says_what_it_holds() -> None:
+    runtime = ROOT / "services" / "runtime"
+    loose = sorted(p.name for p in runtime.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"put these in a sub-package: {loose}"
+    for room in RUNTIME_LEVELS:
+        doc = ast.get_docstring(ast.parse((runtime / room / "__init__.py").read_text()))
+        assert doc and "import" in doc.lower(), (
+            f"services/runtime/{room}/__init__.py: say what it imports"
+        )
 
 
 def test_there_is_no_import_cycle() -> None:

@@ -4,7 +4,7 @@ number of time series without bound."""
 from __future__ import annotations
 
 from contracts import Subjects
-from services.runtime.busmetrics import subject_pattern
+from services.runtime.bus.busmetrics import subject_pattern
 
 
 def test_per_request_subjects_are_labelled_by_their_pattern() -> None:

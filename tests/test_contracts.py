@@ -34,9 +34,9 @@ from contracts.frames import (
 )
 from contracts.schema_files import ASYNCAPI, MODELS, SCHEMA_DIR, render
 from services.gateway.hub import Connection, outcome_frames
+from services.runtime.base.settings import Settings
+from services.runtime.bus.natsauth import SERVICES, permissions
 from services.runtime.llm import strict_schema
-from services.runtime.natsauth import SERVICES, permissions
-from services.runtime.settings import Settings
 
 pytestmark = pytest.mark.fast
 

@@ -16,7 +16,7 @@ import jsonschema
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
-from services.runtime import natsauth
+from services.runtime.bus import natsauth
 from tests.support.deploy_support import (
     CUSTOM_SCHEMAS,
     DEPLOY,

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from services.cli.doctor_checks import nats_server
-from services.runtime.errors import MODEL_EXAMPLE, MODEL_VARIABLES, no_model_message
-from services.runtime.natsserver import NatsServer
-from services.runtime.settings import ROLES, Settings
+from services.runtime.base.errors import MODEL_EXAMPLE, MODEL_VARIABLES, no_model_message
+from services.runtime.base.settings import ROLES, Settings
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI, structured

@@ -14,7 +14,7 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import ChatRequested, Subjects, WorkerResult, new_id
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
 from tests.support.harness import System, llm_env
 from tests.support.probe import Probe

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from services.runtime.egress import (
+from services.runtime.walls.egress import (
     Egress,
     EgressRefused,
     parse_allow,

@@ -20,7 +20,7 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import FINAL_STATUSES, Subjects
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.harness import ROOT, System, llm_env

@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket, WebSocketState
 from contracts.frames import StreamFrame
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.hub import SEND_QUEUE_FRAMES, Connection
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
 from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.gateway_client import AuthClient, api, wait_status
 from tests.support.harness import System

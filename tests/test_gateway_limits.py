@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import Client, System, llm_env
 

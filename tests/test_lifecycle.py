@@ -18,9 +18,9 @@ from contracts import (
     RequestRecord,
     RequestState,
 )
-from services.runtime import lifecycle
-from services.runtime.lifecycle import ACTORS, LEGAL, STATES, TABLE, IllegalMove, Requests
-from services.runtime.natsauth import SERVICES
+from services.runtime.bus.natsauth import SERVICES
+from services.runtime.requests import lifecycle
+from services.runtime.requests.lifecycle import ACTORS, LEGAL, STATES, TABLE, IllegalMove, Requests
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,7 +161,8 @@ def test_the_table_reaches_every_state_and_every_life_can_end() -> None:
 def test_the_state_diagram_in_the_docs_is_generated_from_the_table() -> None:
     doc = (ROOT / lifecycle.DOC).read_text(encoding="utf-8")
     assert lifecycle.rendered(doc) == doc, (
-        "docs/architecture.md's diagram is out of date: run python -m services.runtime.lifecycle"
+        "docs/architecture.md's diagram is out of date: "
+        "run python -m services.runtime.requests.lifecycle"
     )
     for move in TABLE:
         source = "[*]" if move.source is None else move.source

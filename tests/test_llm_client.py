@@ -7,14 +7,14 @@ import time
 import pytest
 
 from contracts import FrontlineDecision
-from services.runtime.errors import (
+from services.runtime.base.errors import (
     LLMInvalidOutput,
     LLMNotConfigured,
     LLMUnavailable,
     no_model_message,
 )
+from services.runtime.base.settings import LLMConfig, Settings
 from services.runtime.llm import LLMClient, StreamResult
-from services.runtime.settings import LLMConfig, Settings
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 
 

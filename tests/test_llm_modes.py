@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from contracts import FrontlineDecision, OrchestratorDecision
-from services.runtime.errors import LLMInvalidOutput, LLMUnavailable
+from services.runtime.base.errors import LLMInvalidOutput, LLMUnavailable
+from services.runtime.base.settings import LLMConfig, Settings, StructuredMode
 from services.runtime.llm import LLMClient, Messages, StreamResult
 from services.runtime.llm.modes import MODES
 from services.runtime.llm.schema import extract_json
-from services.runtime.settings import LLMConfig, Settings, StructuredMode
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, structured
 from tests.support.harness import free_port
 

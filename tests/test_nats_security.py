@@ -16,10 +16,16 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from services.runtime.natsauth import ADMIN, SERVICES, Credentials, inbox_prefix, write_config
-from services.runtime.natsserver import NatsServer
-from services.runtime.settings import Settings
-from services.runtime.topology import BUCKETS, bootstrap, consumers, durable_name, stream_configs
+from services.runtime.base.settings import Settings
+from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, inbox_prefix, write_config
+from services.runtime.bus.natsserver import NatsServer
+from services.runtime.bus.topology import (
+    BUCKETS,
+    bootstrap,
+    consumers,
+    durable_name,
+    stream_configs,
+)
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import ROOT, Client, free_port, llm_env
 

@@ -1,5 +1,5 @@
 """With no model configured everything starts, and each surface says the same one sentence:
-the variables to set, an example, and `sidekick doctor` (services/runtime/errors.py)."""
+the variables to set, an example, and `sidekick doctor` (services/runtime/base/errors.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from playwright.async_api import WebSocketRoute, expect
 
-from services.runtime.errors import no_model_message
-from services.runtime.natsserver import NatsServer
+from services.runtime.base.errors import no_model_message
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.harness import ROOT, Client, System
 from tests.support.page import chromium, open_page, send, shot
 from tests.test_cli_chat import chat_env

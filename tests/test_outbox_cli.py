@@ -14,7 +14,7 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
-from services.runtime import outbox
+from services.runtime.requests import outbox
 from tests.support.gateway_client import token
 from tests.support.harness import ROOT, System
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from services.runtime.logs import JsonFormatter, TextFormatter, _Context, request_context
+from services.runtime.base.logs import JsonFormatter, TextFormatter, _Context, request_context
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import Client
 from tests.support.upproc import Up
 
 # Idling is what this test is about: past a standing pull's idle heartbeat (5 s,
-# services/runtime/consumer.py) and several of its connection checks (the fetch loop it
+# services/runtime/bus/consumer.py) and several of its connection checks (the fetch loop it
 # replaced logged an ERROR ~3 s after start), so it waits for the clock on purpose.
 IDLE_SECONDS = 7.0
 JSON_KEYS = {"timestamp", "level", "service", "request_id", "trace_id", "message"}

@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System, llm_env
 from tests.support.lockednats import users_for
@@ -67,9 +67,9 @@ def test_a_worker_kind_nobody_consumes_keeps_the_system_unready() -> None:
     from faststream.nats import NatsBroker
 
     from contracts.health import Pong
-    from services.runtime.bus import Bus
-    from services.runtime.health import Probe, needed_subjects
-    from services.runtime.settings import Settings
+    from services.runtime.base.settings import Settings
+    from services.runtime.bus.core import Bus
+    from services.runtime.hosting.health import Probe, needed_subjects
 
     settings = Settings(namespace="rdy", workers="GENERAL,SEARCH")
     bus = Bus(NatsBroker(), settings, "gateway")

@@ -1,4 +1,4 @@
-"""Which secrets each process `sidekick up` starts may hold (services/runtime/secrets.py):
+"""Which secrets each process `sidekick up` starts may hold (services/runtime/walls/secrets.py):
 every key a role's settings read reaches that role, and no other role."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from services.runtime.secrets import environment, is_secret
-from services.runtime.settings import ROLES, Settings
+from services.runtime.base.settings import ROLES, Settings
+from services.runtime.walls.secrets import environment, is_secret
 
 SOURCE = {
     "SIDEKICK_LLM_API_KEY": "shared",

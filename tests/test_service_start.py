@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.harness import ROOT, bootstrap_process, free_port
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import ROUTE_LINE, FakeOpenAI, Reply, one_call
 from tests.support.harness import Client, System, llm_env
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.egress import Egress
+from services.runtime.walls.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import Call, RunContext, ToolBox

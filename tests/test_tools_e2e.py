@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from services.workers.tools.worker import SYSTEM
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call

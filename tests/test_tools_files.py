@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.kvstore import key_for
+from services.runtime.bus.kvstore import key_for
 from services.workers.tools.files import Files
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 

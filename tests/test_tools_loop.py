@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from contracts import WorkerTask
-from services.runtime.bus import Bus
-from services.runtime.host import make_broker
+from services.runtime.base.settings import LLMConfig, Settings
+from services.runtime.bus.core import Bus
+from services.runtime.hosting.host import make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.settings import LLMConfig, Settings
 from services.workers.base import WorkerDeps
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.worker import SYSTEM, ToolsWorker

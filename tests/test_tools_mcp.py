@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from services.runtime.children import die_with_parent
-from services.runtime.natsserver import NatsServer
+from services.runtime.base.children import die_with_parent
+from services.runtime.bus.natsserver import NatsServer
 from services.workers.tools.worker import SYSTEM
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, Script, tool_call

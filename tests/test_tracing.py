@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.fakes.otlp import FakeOTLP, Span
 from tests.support.harness import System, llm_env

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Locator, Page, expect
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave, result
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import AuthClient, bearer, tokens_env

@@ -12,7 +12,7 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects, WorkerTask
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from services.workers.freshness import NOTE
 from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
 from tests.support.fakes.openai_server import FakeOpenAI

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from contracts import WorkerTask
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from services.workers.base import WorkerDeps
 from services.workers.email import EmailWorker
 from services.workers.settings import WorkerSettings

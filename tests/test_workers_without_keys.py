@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import ROOT, Client, System
 from tests.support.workers_support import by_schema, decide, start_system

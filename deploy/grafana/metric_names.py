@@ -1,5 +1,5 @@
 """The metrics and selectors the dashboards query, by name: what the services export
-(services/runtime/metrics.py) and what the NATS exporter reports."""
+(services/runtime/base/metrics.py) and what the NATS exporter reports."""
 
 REQ = "sidekick_requests_total"
 REQ_TIME = "sidekick_request_duration_seconds"

@@ -42,7 +42,7 @@ def llm_panels(role: str | None) -> list[Panel]:
 
 def messaging_panels(job: str) -> list[Panel]:
     """The bus as one service sees it: its durable consumers' messages and handlers, and
-    readiness (services/runtime/bus.py)."""
+    readiness (services/runtime/bus/core.py)."""
     j = f'job="{job}"'
     return [
         rate_by(

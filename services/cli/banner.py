@@ -13,8 +13,8 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from services.runtime.errors import no_model_message
-from services.runtime.settings import ROLES, Settings
+from services.runtime.base.errors import no_model_message
+from services.runtime.base.settings import ROLES, Settings
 
 DEFAULT_WS = "ws://127.0.0.1:8080/ws"  # `sidekick chat`'s default
 

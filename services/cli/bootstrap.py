@@ -11,8 +11,8 @@ import nats.errors
 from nats.aio.client import Client as NATS
 
 from services.cli.outbox import without_password
-from services.runtime.settings import Settings
-from services.runtime.topology import bootstrap
+from services.runtime.base.settings import Settings
+from services.runtime.bus.topology import bootstrap
 
 
 async def _quiet(_: Exception) -> None:

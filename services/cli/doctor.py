@@ -62,8 +62,8 @@ def _broken(row: Row) -> bool:
 
 async def collect(*, calls: bool, seconds: float) -> Findings:
     from services.cli import doctor_checks as checks
+    from services.runtime.base.settings import ROLES, Settings
     from services.runtime.llm.probe import Seen, judge, measure
-    from services.runtime.settings import ROLES, Settings
 
     settings = Settings()
     found = Findings()
@@ -107,7 +107,7 @@ def _mark(cell: Cell) -> str:
 
 def _broken_lines(found: Findings) -> list[str]:
     """`found.broken`, with the roles that have no model said once, not once per role."""
-    from services.runtime.errors import MODEL_EXAMPLE, MODEL_VARIABLES
+    from services.runtime.base.errors import MODEL_EXAMPLE, MODEL_VARIABLES
     from services.runtime.llm.probe import NO_MODEL
 
     missing = [

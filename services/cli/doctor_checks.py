@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
 from services.workers.settings import WorkerSettings
 from services.workers.tools.settings import ToolsSettings
 

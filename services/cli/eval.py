@@ -88,7 +88,7 @@ def run_eval(args: argparse.Namespace) -> int:
         )
     else:
         from services.evals.system import OwnSystem
-        from services.runtime.settings import Settings
+        from services.runtime.base.settings import Settings
 
         if not Settings().llm("worker").configured:
             err.print(

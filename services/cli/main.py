@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(args.service, args.kinds)
     if args.command == "up":
         from services.cli.up import up
-        from services.runtime.settings import Settings
+        from services.runtime.base.settings import Settings
 
         settings = Settings()
         return up(
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.command == "outbox":
         from services.cli.outbox import show
-        from services.runtime.settings import Settings
+        from services.runtime.base.settings import Settings
 
         return show(
             url=args.url or f"http://127.0.0.1:{_gateway_port()}",

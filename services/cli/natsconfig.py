@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from services.runtime import natsauth
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
+from services.runtime.bus import natsauth
 
 
 def nats_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

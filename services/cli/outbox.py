@@ -18,7 +18,7 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
-from services.runtime import outbox
+from services.runtime.requests import outbox
 
 
 class GatewayRefused(Exception):

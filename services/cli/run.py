@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from services.runtime.logs import setup_logging
-from services.runtime.natsauth import SERVICES
+from services.runtime.base.logs import setup_logging
+from services.runtime.bus.natsauth import SERVICES
 
 __all__ = ["SERVICES", "run", "setup_logging"]
 
 
 def run(service: str, kinds: str | None) -> int:
-    from services.runtime.settings import Settings
+    from services.runtime.base.settings import Settings
 
     setup_logging(service)
     settings = Settings()

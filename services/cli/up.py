@@ -17,13 +17,13 @@ from pathlib import Path
 
 from services.cli.banner import banner
 from services.cli.bootstrap import run_bootstrap
-from services.runtime import secrets
-from services.runtime.children import die_with_parent
-from services.runtime.logs import log_format, setup_logging
-from services.runtime.natsauth import ADMIN, SERVICES, Credentials, write_config
-from services.runtime.natsserver import NatsServer
-from services.runtime.readyz import wait_ok
-from services.runtime.settings import Settings
+from services.runtime.base.children import die_with_parent
+from services.runtime.base.logs import log_format, setup_logging
+from services.runtime.base.readyz import wait_ok
+from services.runtime.base.settings import Settings
+from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, write_config
+from services.runtime.bus.natsserver import NatsServer
+from services.runtime.walls import secrets
 
 log = logging.getLogger("sidekick.up")
 

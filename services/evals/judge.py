@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.evals.cases import Case
-from services.runtime.errors import LLMError
+from services.runtime.base.errors import LLMError
+from services.runtime.base.settings import DEFAULT_MODEL, LLMConfig
 from services.runtime.llm import LLMClient
-from services.runtime.settings import DEFAULT_MODEL, LLMConfig
 
 SYSTEM = """You grade one answer of an AI assistant for an evaluation run.
 You get the user's message, what success means, a rubric, and the assistant's answer.

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from services.runtime.children import die_with_parent, free_port, stop
-from services.runtime.readyz import wait_ok
+from services.runtime.base.children import die_with_parent, free_port, stop
+from services.runtime.base.readyz import wait_ok
 
 LEFT_OUT = ("SENDGRID_", "PUSHOVER_", "SIDEKICK_NATS_URL", "SIDEKICK_AUTH_TOKENS", "SIDEKICK_DATA")
 

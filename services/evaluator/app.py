@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from contracts import EvaluationRequested
 from services.evaluator.handlers import Evaluator
-from services.runtime.bus import Bus
-from services.runtime.host import ServiceHost, make_broker
+from services.runtime.base.settings import Settings
+from services.runtime.bus.core import Bus
+from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.settings import Settings
 
 
 def build(settings: Settings) -> ServiceHost:

@@ -7,10 +7,10 @@ from typing import Any
 
 from contracts import EvaluationRequested, Verdict, VerdictIssued
 from services.evaluator import prompts
-from services.runtime.bus import Bus, msg_id
-from services.runtime.errors import MODEL_ERRORS
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.bus.core import Bus, msg_id
 from services.runtime.llm import LLMClient
-from services.runtime.prompts import transcript
+from services.runtime.llm.prompts import transcript
 
 log = logging.getLogger("sidekick.evaluator")
 

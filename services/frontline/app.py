@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from contracts import ChatRequested
 from services.frontline.handlers import Frontline
-from services.runtime.bus import Bus
-from services.runtime.cancels import Cancellations
-from services.runtime.host import ServiceHost, make_broker
+from services.runtime.base.settings import Settings
+from services.runtime.bus.core import Bus
+from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.settings import Settings
+from services.runtime.requests.cancels import Cancellations
 
 
 def build(settings: Settings) -> ServiceHost:

@@ -18,19 +18,19 @@ from contracts import (
 )
 from contracts.events import ProgressStage
 from services.frontline import prompts
-from services.runtime.bus import Bus, msg_id
-from services.runtime.cancels import Cancellations
-from services.runtime.errors import MODEL_ERRORS
-from services.runtime.failures import failure_code
-from services.runtime.kvstore import Versioned
-from services.runtime.lifecycle import IllegalMove, Tracked
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.base.metrics import CANCELLATIONS
+from services.runtime.bus.core import Bus, msg_id
+from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
-from services.runtime.metrics import CANCELLATIONS
-from services.runtime.outcomes import finish
-from services.runtime.prompts import conversation
-from services.runtime.sessions import load_versioned, recent
-from services.runtime.streaming import ChunkStream
+from services.runtime.llm.prompts import conversation
+from services.runtime.requests.cancels import Cancellations
+from services.runtime.requests.failures import failure_code
+from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.outcomes import finish
+from services.runtime.requests.sessions import load_versioned, recent
+from services.runtime.requests.streaming import ChunkStream
 
 log = logging.getLogger("sidekick.frontline")
 
@@ -44,7 +44,7 @@ class Frontline:
         self.cancels = cancels
 
     async def handle(self, req: ChatRequested) -> None:
-        tracked = await self.bus.requests.load(req.request_id)
+        tracked = await records(self.bus).load(req.request_id)
         if tracked is None or tracked.value.state not in ("accepted", "direct"):
             return  # unknown, ended (a redelivery, an early cancel) or routed already
         if self.cancels.is_set(req.request_id):
@@ -160,7 +160,7 @@ class _Answer:
         self.moving: asyncio.Task[Tracked] | None = None
 
     def _move(self) -> asyncio.Task[Tracked]:
-        requests = self.frontline.bus.requests
+        requests = records(self.frontline.bus)
         return asyncio.create_task(requests.move(self.req.request_id, "direct", known=self.tracked))
 
     async def text(self, delta: str) -> None:

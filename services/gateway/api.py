@@ -40,10 +40,10 @@ from services.gateway.errors import (
     Unauthorized,
 )
 from services.gateway.intake import Intake, scoped, unscoped
-from services.runtime import outbox
-from services.runtime.bus import Bus
-from services.runtime.kvstore import get_model, key_for
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
+from services.runtime.bus.core import Bus
+from services.runtime.bus.kvstore import get_model, key_for
+from services.runtime.requests import outbox
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Request, str], Awaitable[Response]]

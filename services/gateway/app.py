@@ -27,12 +27,12 @@ from services.gateway.openai_api import OpenAIApi
 from services.gateway.preferences import PreferencesApi, PreferenceStore
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
-from services.runtime.bus import Bus
-from services.runtime.health import Probe
-from services.runtime.host import ServiceHost, make_broker
-from services.runtime.metrics import GATEWAY_EVENTS
-from services.runtime.outcomes import record_step
-from services.runtime.settings import Settings
+from services.runtime.base.metrics import GATEWAY_EVENTS
+from services.runtime.base.settings import Settings
+from services.runtime.bus.core import Bus
+from services.runtime.hosting.health import Probe
+from services.runtime.hosting.host import ServiceHost, make_broker
+from services.runtime.requests.outcomes import record_step
 
 log = logging.getLogger("sidekick.gateway")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from starlette.requests import HTTPConnection
 
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
 
 log = logging.getLogger("sidekick.gateway")
 

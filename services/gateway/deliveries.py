@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from services.runtime.bus import Bus
-from services.runtime.sessions import mark_delivered, update_session
+from services.runtime.bus.core import Bus
+from services.runtime.requests.sessions import mark_delivered, update_session
 
 log = logging.getLogger("sidekick.gateway")
 

@@ -37,7 +37,7 @@ from contracts.frames import (
     ProgressEvent,
     StreamFrame,
 )
-from services.runtime.metrics import WS_CONNECTIONS
+from services.runtime.base.metrics import WS_CONNECTIONS
 
 log = logging.getLogger("sidekick.gateway")
 

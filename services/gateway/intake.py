@@ -30,12 +30,12 @@ from contracts.base import IfBusy
 from services.gateway.deliveries import Deliveries
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.limits import Limits
-from services.runtime import lanes
-from services.runtime.bus import Bus, msg_id
-from services.runtime.kvstore import key_for
-from services.runtime.lifecycle import IllegalMove, Tracked
-from services.runtime.sessions import answered, asked_text, update_session
-from services.runtime.telemetry import current_trace_id
+from services.runtime.base.telemetry import current_trace_id
+from services.runtime.bus.core import Bus, msg_id
+from services.runtime.bus.kvstore import key_for
+from services.runtime.requests import lanes
+from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.sessions import answered, asked_text, update_session
 
 log = logging.getLogger("sidekick.gateway")
 tracer = trace.get_tracer("sidekick.gateway")
@@ -98,7 +98,7 @@ class Intake:
 
     async def load(self, request_id: str) -> Tracked | None:
         try:
-            return await self.bus.requests.load(request_id)
+            return await records(self.bus).load(request_id)
         except Exception as exc:
             raise Unavailable("The request store is unavailable; please retry.") from exc
 
@@ -121,12 +121,12 @@ class Intake:
         session: lanes.Session | None = None,
         taken: Callable[[Accepted], None] | None = None,
     ) -> Accepted:
-        """Accept a new request: limits, its place in its session (services/runtime/lanes.py),
-        its record, the index, then `chat.requested` when its session is free. `chosen`: the
-        client chose the id (a retry of it is answered, not run again); `session`: the
-        session's record as the caller has just read it; `taken` is told once the request is
-        accepted, before anything can produce its events, so that a client hears "accepted"
-        ahead of the request's first frame. Raises Busy (`reject`)."""
+        """Accept a new request: limits, its place in its session
+        (services/runtime/requests/lanes.py), its record, the index, then `chat.requested` when its
+        session is free. `chosen`: the client chose the id (a retry of it is answered, not run
+        again); `session`: the session's record as the caller has just read it; `taken` is told
+        once the request is accepted, before anything can produce its events, so that a client
+        hears "accepted" ahead of the request's first frame. Raises Busy (`reject`)."""
         if chosen:
             existing = await self.record(request_id)
             if existing is not None:
@@ -186,7 +186,7 @@ class Intake:
         )
         accepted = Accepted(fresh=True, behind=place.behind, position=place.position)
         try:
-            if await self.bus.requests.create(record) is None:
+            if await records(self.bus).create(record) is None:
                 self.limits.release(request_id)
                 raise Conflict(f"The request id {request_id} is already in use.")
             if taken is not None:  # from here on another hop may start it and answer
@@ -238,7 +238,7 @@ class Intake:
         tracked = await self._owned(principal, request_id)
         parked, asked = tracked.revision, _asked(tracked.value)
         try:
-            tracked = await self.bus.requests.move(
+            tracked = await records(self.bus).move(
                 request_id,
                 "decided",
                 known=tracked,
@@ -308,7 +308,7 @@ class Intake:
         """Put a request whose answer could not be passed on back to waiting, so that the
         user's retry can answer it."""
         try:
-            await self.bus.requests.move(
+            await records(self.bus).move(
                 tracked.value.request_id,
                 "awaiting_clarification",
                 known=tracked,

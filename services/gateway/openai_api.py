@@ -57,7 +57,7 @@ from services.gateway.errors import GatewayError, Invalid, NotFound, RateLimited
 from services.gateway.hub import Hub, end_metadata, progress_frame, questions_text
 from services.gateway.intake import Intake, scoped
 from services.gateway.intake import Request as NewRequest
-from services.runtime import lanes
+from services.runtime.requests import lanes
 
 CREATED = 1_735_689_600  # the models' "created" (2025-01-01): a fixed date, as they do not change
 WAIT = 600.0  # seconds a call waits for its answer

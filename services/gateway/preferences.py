@@ -17,8 +17,8 @@ from contracts.http import Preference, PreferenceIn, Preferences, PreferencesRec
 from services.gateway.api import guarded, parse_body, respond
 from services.gateway.auth import Auth
 from services.gateway.errors import Invalid, NotFound, Unavailable
-from services.runtime.bus import Bus
-from services.runtime.kvstore import get_model, key_for, mutate
+from services.runtime.bus.core import Bus
+from services.runtime.bus.kvstore import get_model, key_for, mutate
 
 MAX_PREFERENCES = 50
 

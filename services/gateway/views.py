@@ -7,7 +7,7 @@ from __future__ import annotations
 from contracts import RequestCompleted, RequestRecord, Turn
 from contracts.http import ChatTurn, FinalOutput, WorkflowState, WorkflowView
 from services.gateway.intake import unscoped
-from services.runtime.sessions import asked_text
+from services.runtime.requests.sessions import asked_text
 
 
 def workflow_session(principal: str, workflow_id: str) -> str:

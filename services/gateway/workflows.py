@@ -50,8 +50,9 @@ from services.gateway.intake import Intake
 from services.gateway.intake import Request as NewRequest
 from services.gateway.preferences import PreferenceStore
 from services.gateway.views import chat_history, is_workflow, view, workflow_session
-from services.runtime.bus import Bus
-from services.runtime.sessions import load_session
+from services.runtime.bus.core import Bus
+from services.runtime.requests.lifecycle import records
+from services.runtime.requests.sessions import load_session
 
 MAX_LIST = 200
 CHAT_WAIT = 300.0  # seconds a workflow chat call waits for its answer
@@ -130,7 +131,7 @@ class Workflows:
             with contextlib.suppress(Conflict):  # it ended meanwhile
                 await self.intake.cancel(principal, record.request_id)
         try:
-            await self.bus.requests.hide(record.request_id)
+            await records(self.bus).hide(record.request_id)
         except Exception as exc:
             raise Unavailable("The workflow store is unavailable; please retry.") from exc
         return Response(status_code=204)

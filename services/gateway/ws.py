@@ -38,10 +38,10 @@ from services.gateway.auth import Auth
 from services.gateway.errors import Busy, GatewayError, Unavailable
 from services.gateway.hub import Connection, Hub, outcome_frames
 from services.gateway.intake import Accepted, Intake, Request, scoped
-from services.runtime import lanes
-from services.runtime.bus import Bus
-from services.runtime.metrics import GATEWAY_FRAMES_REJECTED
-from services.runtime.sessions import load_session, mark_delivered, update_session
+from services.runtime.base.metrics import GATEWAY_FRAMES_REJECTED
+from services.runtime.bus.core import Bus
+from services.runtime.requests import lanes
+from services.runtime.requests.sessions import load_session, mark_delivered, update_session
 
 __all__ = ["ChatSocket", "scoped"]
 

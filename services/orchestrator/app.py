@@ -14,10 +14,10 @@ from contracts import (
 from services.orchestrator.cache import SemanticCache
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.parking import ParkingLot
-from services.runtime.bus import Bus
-from services.runtime.host import ServiceHost, make_broker
+from services.runtime.base.settings import LLMConfig, Role, Settings
+from services.runtime.bus.core import Bus
+from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.settings import LLMConfig, Role, Settings
 
 
 def build(settings: Settings) -> ServiceHost:

@@ -18,10 +18,10 @@ import numpy.typing as npt
 from pydantic import Field
 
 from contracts import Model, Source
-from services.runtime.bus import Bus
-from services.runtime.errors import MODEL_ERRORS
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.base.metrics import CACHE_LOOKUPS
+from services.runtime.bus.core import Bus
 from services.runtime.llm import LLMClient
-from services.runtime.metrics import CACHE_LOOKUPS
 
 log = logging.getLogger("sidekick.cache")
 

@@ -32,22 +32,22 @@ from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
 from services.orchestrator.store import Store
 from services.orchestrator.tracing import in_attempt, write_attempt_span
-from services.runtime import cancels
-from services.runtime.bus import Bus, msg_id, redelivered
-from services.runtime.errors import MODEL_ERRORS
-from services.runtime.failures import failure_code
-from services.runtime.lifecycle import IllegalMove, Tracked
-from services.runtime.llm import LLMClient
-from services.runtime.metrics import (
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.base.metrics import (
     ATTEMPTS,
     CANCELLATIONS,
     CLARIFICATIONS,
     EVAL_SCORE,
     VERDICTS,
 )
-from services.runtime.outcomes import finish
-from services.runtime.prompts import conversation
-from services.runtime.telemetry import current_ids
+from services.runtime.base.telemetry import current_ids
+from services.runtime.bus.core import Bus, msg_id, redelivered
+from services.runtime.llm import LLMClient
+from services.runtime.llm.prompts import conversation
+from services.runtime.requests import cancels
+from services.runtime.requests.failures import failure_code
+from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.outcomes import finish
 
 log = logging.getLogger("sidekick.orchestrator")
 
@@ -71,7 +71,7 @@ class Orchestrator:
     # --- events in -------------------------------------------------------------------------
 
     async def on_routed(self, req: RequestRouted) -> None:
-        tracked = await self.bus.requests.load(req.request_id)
+        tracked = await records(self.bus).load(req.request_id)
         if tracked is None or tracked.value.ended:
             return  # unknown, or ended already (cancelled early, or a redelivery)
         start = self._start(req)
@@ -127,7 +127,7 @@ class Orchestrator:
         state = await self.store.load(event.request_id)
         if state is None:
             # Not orchestrated (yet): end it here; whoever else finishes later loses the race.
-            tracked = await self.bus.requests.load(event.request_id)
+            tracked = await records(self.bus).load(event.request_id)
             if tracked is None:
                 return
             cancelled = RequestCancelled(
@@ -219,7 +219,7 @@ class Orchestrator:
         error = f"Sidekick could not continue this request: {exc}"
         state = await self.store.load(request_id)
         if state is None:
-            tracked = await self.bus.requests.load(request_id)
+            tracked = await records(self.bus).load(request_id)
             failed = RequestFailed(
                 request_id=request_id,
                 session_id=tracked.value.session_id if tracked else session_id,
@@ -239,7 +239,7 @@ class Orchestrator:
         """Move the request's record, from the copy this process last wrote when it has one."""
         known = known or self.store.record(request_id)
         return self.store.moved(
-            await self.bus.requests.move(request_id, target, known=known, **changes)
+            await records(self.bus).move(request_id, target, known=known, **changes)
         )
 
     async def _advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
@@ -305,7 +305,7 @@ class Orchestrator:
             tracked = (
                 tracked
                 or self.store.record(event.request_id)
-                or await self.bus.requests.load(event.request_id)
+                or await records(self.bus).load(event.request_id)
             )
             if tracked is not None and not tracked.value.ended:
                 # Stored before the answer is published, so a repeat sent on seeing the answer

@@ -20,10 +20,10 @@ from typing import Generic, TypeVar
 from contracts import TERMINAL_STATES
 from services.orchestrator import loop
 from services.orchestrator.state import LoopState
-from services.runtime.bus import Bus, redelivered
-from services.runtime.kvstore import Versioned, get_model, mutate_versioned
-from services.runtime.lifecycle import Tracked
-from services.runtime.telemetry import new_span_id
+from services.runtime.base.telemetry import new_span_id
+from services.runtime.bus.core import Bus, redelivered
+from services.runtime.bus.kvstore import Versioned, get_model, mutate_versioned
+from services.runtime.requests.lifecycle import Tracked
 
 K = TypeVar("K")
 V = TypeVar("V")

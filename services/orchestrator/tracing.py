@@ -9,7 +9,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from services.orchestrator.state import LoopState
-from services.runtime.telemetry import preset_span_id, remote_parent
+from services.runtime.base.telemetry import preset_span_id, remote_parent
 
 tracer = trace.get_tracer("sidekick.orchestrator")
 

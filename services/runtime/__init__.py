@@ -1,1 +1,9 @@
-"""Plumbing shared by every service: settings, the broker and bus topology, the LLM client."""
+"""Plumbing shared by every service, in sub-packages by what they are for, lowest first:
+
+- base/: settings, errors, logs, metrics, traces, the event loop, child processes;
+- walls/, llm/, bus/: the walls around untrusted input, the model client, the NATS bus;
+- requests/: a request's life (lifecycle, lanes, sessions, outcomes, cancels, streams, outbox);
+- hosting/: one service process and its health.
+
+A sub-package imports only those before it in this list (walls, llm and bus not each other);
+tests/test_architecture.py keeps the direction."""

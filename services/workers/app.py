@@ -7,11 +7,11 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from contracts import Progress, WorkerResult, WorkerTask, WorkflowStatus
-from services.runtime.bus import Bus, msg_id
-from services.runtime.cancels import Cancellations
-from services.runtime.host import ServiceHost, make_broker
+from services.runtime.base.settings import Settings
+from services.runtime.bus.core import Bus, msg_id
+from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.settings import Settings
+from services.runtime.requests.cancels import Cancellations
 from services.workers.base import Worker, WorkerDeps, result_for
 from services.workers.email import EmailWorker
 from services.workers.general import GeneralWorker

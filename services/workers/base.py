@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from contracts import WorkerResult, WorkerTask, WorkflowStatus
-from services.runtime.bus import Bus
+from services.runtime.base.settings import Settings
+from services.runtime.bus.core import Bus
 from services.runtime.llm import LLMClient
-from services.runtime.settings import Settings
 
 StageReporter = Callable[[WorkerTask, WorkflowStatus, str], Awaitable[None]]
 

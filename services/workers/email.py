@@ -17,9 +17,9 @@ from sendgrid.helpers.mail import Mail
 
 from contracts import WorkerResult, WorkerTask
 from contracts.email import EmailDraft, OutboxEntry
-from services.runtime import outbox
-from services.runtime.errors import MODEL_ERRORS
-from services.runtime.prompts import conversation
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.llm.prompts import conversation
+from services.runtime.requests import outbox
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.errors import (
     EmailError,

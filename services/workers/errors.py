@@ -16,7 +16,7 @@ WorkerError                       carries `retryable`: may the same attempt succ
 
 from __future__ import annotations
 
-from services.runtime.errors import SidekickError
+from services.runtime.base.errors import SidekickError
 
 
 class WorkerError(SidekickError):

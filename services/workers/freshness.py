@@ -2,7 +2,7 @@
 least 2 live sources on 2 distinct registrable domains (eTLD+1: `news.example.com` and
 `www.example.com` are one); a source is live when it answers HTTP HEAD (or GET, where HEAD is
 refused) with a non-error status within the timeout. The probes go through the egress check
-(services/runtime/egress.py): a source whose address is not public is not probed and not live,
+(services/runtime/walls/egress.py): a source whose address is not public is not probed and not live,
 whatever the search result claims."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from contracts import Source
-from services.runtime.egress import EgressRefused, registrable_domain
+from services.runtime.walls.egress import EgressRefused, registrable_domain
 
 NOTE = (
     "Note: I could not reliably retrieve enough live sources to guarantee this is fully up to date."

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from contracts import WorkerResult, WorkerTask
-from services.runtime.errors import MODEL_ERRORS
-from services.runtime.prompts import conversation
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.llm.prompts import conversation
 from services.workers.base import WorkerDeps, result_for, task_prompt
 
 SYSTEM = """You are one of Sidekick's workers. Do the task you are given thoroughly and \

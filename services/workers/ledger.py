@@ -19,7 +19,7 @@ from nats.js.kv import KeyValue
 from pydantic import AwareDatetime, Field
 
 from contracts import Model, utcnow
-from services.runtime.kvstore import get_model, key_for
+from services.runtime.bus.kvstore import get_model, key_for
 
 EffectState = Literal["started", "succeeded", "failed", "unknown"]
 POLL_SECONDS = 0.1

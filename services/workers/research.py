@@ -18,8 +18,9 @@ import httpx
 
 from contracts import Source, WorkerResult, WorkerTask, WorkflowStatus
 from contracts.research import ResearchPlan, ResearchSynthesis
-from services.runtime.errors import MODEL_ERRORS
-from services.runtime.prompts import conversation
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.llm.prompts import conversation
+from services.runtime.walls.egress import Egress
 from services.workers import freshness
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.brave import BraveClient, dedupe, is_news_query
@@ -105,7 +106,7 @@ class ResearchWorker:
         self.brave: BraveClient = brave_from(self.settings, self.http)
         # The freshness probe talks to sites a search result named: its own client, no auth
         # headers, every connection through the egress check.
-        self.probe = deps.settings.egress.http_client(
+        self.probe = Egress.from_setting(deps.settings.egress_allow).http_client(
             source="freshness",
             timeout=self.settings.freshness_timeout,
             headers={"User-Agent": "Sidekick-freshness-check/1.0"},

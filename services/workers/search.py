@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 
 from contracts import Source, WorkerResult, WorkerTask
-from services.runtime.errors import MODEL_ERRORS
-from services.runtime.prompts import conversation
+from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.llm.prompts import conversation
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.brave import BraveClient, is_news_query
 from services.workers.errors import SearchError

@@ -25,8 +25,8 @@ import pytest
 import yaml
 from nats.aio.client import Client as NATS
 
-from services.runtime import natsauth
-from services.runtime.children import die_with_parent, free_port, stop
+from services.runtime.base.children import die_with_parent, free_port, stop
+from services.runtime.bus import natsauth
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,7 +227,7 @@ class NatsCluster:
         return text
 
     def __enter__(self) -> NatsCluster:
-        from services.runtime.natsserver import find_binary
+        from services.runtime.bus.natsserver import find_binary
 
         for i in range(3):
             node = self.root / f"node-{i}"

@@ -14,8 +14,8 @@ from typing import Any
 import websockets
 
 from services.gateway.hub import ROUTED_TEXT
-from services.runtime import children
-from services.runtime.children import (
+from services.runtime.base import children
+from services.runtime.base.children import (
     SERVICES,
     ServiceProcesses,
     base_env,

@@ -1,6 +1,6 @@
 """The test session's nats-server, locked the way `sidekick up` locks its own: every System
 that starts on it gets, for its namespace, one NATS user per service with exactly that role's
-permissions (services/runtime/natsauth.py), and the bootstrap step runs as the admin user. So
+permissions (services/runtime/bus/natsauth.py), and the bootstrap step runs as the admin user. So
 every end-to-end test also proves the services need no more rights than they are given.
 
 Systems register their namespace (`users_for`); the config is rewritten and the server reloads
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from services.runtime.natsauth import (
+from services.runtime.bus.natsauth import (
     ADMIN,
     SERVICES,
     new_password,
@@ -25,7 +25,7 @@ from services.runtime.natsauth import (
     shared_user,
     with_credentials,
 )
-from services.runtime.natsserver import NatsServer
+from services.runtime.bus.natsserver import NatsServer
 
 _LOCKED: dict[str, LockedNats] = {}
 

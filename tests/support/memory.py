@@ -25,9 +25,9 @@ from faststream.nats import NatsBroker
 from faststream.nats.schemas.js_stream import is_subject_match_wildcard
 from faststream.nats.testing import FakeProducer, TestNatsBroker, build_message, change_producer
 
-from services.runtime import topology
-from services.runtime.bus import Buckets, Bus
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
+from services.runtime.bus import topology
+from services.runtime.bus.core import Buckets, Bus
 
 
 @dataclass

@@ -22,7 +22,7 @@ from contracts import (
     Subjects,
     new_id,
 )
-from services.runtime.lifecycle import IllegalMove, Requests
+from services.runtime.requests.lifecycle import IllegalMove, Requests
 
 
 class Probe:

@@ -13,9 +13,9 @@ from faststream.nats import NatsBroker
 
 from contracts import WorkerTask
 from services.cli.bootstrap import run_bootstrap
-from services.runtime.bus import Bus
+from services.runtime.base.settings import LLMConfig, Settings
+from services.runtime.bus.core import Bus
 from services.runtime.llm import LLMClient
-from services.runtime.settings import LLMConfig, Settings
 from services.workers.base import WorkerDeps
 from tests.support.fakes.openai_server import FakeOpenAI, Script
 from tests.support.harness import System, llm_env

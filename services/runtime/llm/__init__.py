@@ -7,6 +7,9 @@
 - schema.py: a Pydantic model as each mode asks for it; a reply (bare, fenced or in prose) read
   back and validated.
 - endpoint.py: one endpoint's raw calls, measured and traced; the SDK's retries and timeouts.
+- prompts.py: a session's turns as the messages a model reads.
+
+Imports `base` only.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from contracts import Usage
+from services.runtime.base.settings import StructuredMode
 from services.runtime.llm import schema as schemas
 from services.runtime.llm.types import Messages, StreamResult
-from services.runtime.settings import StructuredMode
 
 Convention = Literal["tools", "marker"]
 # Characters a model may put before a marker (markdown emphasis, code, quotes, a heading).

@@ -10,7 +10,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from services.runtime.errors import LLMInvalidOutput, LLMUnavailable
+from services.runtime.base.errors import LLMInvalidOutput, LLMUnavailable
+from services.runtime.base.metrics import LLM_ERRORS
+from services.runtime.base.settings import LLMConfig, Role, Settings, StructuredMode
 from services.runtime.llm import choice as choices
 from services.runtime.llm import modes
 from services.runtime.llm.choice import Choice, ChoiceResult, Convention
@@ -25,8 +27,6 @@ from services.runtime.llm.types import (
     Structured,
     T,
 )
-from services.runtime.metrics import LLM_ERRORS
-from services.runtime.settings import LLMConfig, Role, Settings, StructuredMode
 
 log = logging.getLogger("sidekick.llm")
 R = TypeVar("R")

@@ -25,11 +25,11 @@ import orjson
 from opentelemetry import trace
 
 from contracts import Usage
-from services.runtime.errors import LLMNotConfigured, LLMUnavailable
+from services.runtime.base.errors import LLMNotConfigured, LLMUnavailable
+from services.runtime.base.metrics import LLM_ERRORS, LLM_LATENCY, LLM_TOKENS
+from services.runtime.base.settings import LLMConfig
 from services.runtime.llm.sse import TRANSPORT_ERRORS, Response, StreamError, events
 from services.runtime.llm.types import ChatReply, Messages, StreamResult, ToolCall
-from services.runtime.metrics import LLM_ERRORS, LLM_LATENCY, LLM_TOKENS
-from services.runtime.settings import LLMConfig
 
 _tracer = trace.get_tracer("sidekick.llm")
 JSON = {"Content-Type": "application/json"}

@@ -22,9 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from services.runtime.base.settings import STRUCTURED_MODES, StructuredMode
 from services.runtime.llm import schema as schemas
 from services.runtime.llm.types import ChatReply, Messages
-from services.runtime.settings import STRUCTURED_MODES, StructuredMode
 
 log = logging.getLogger("sidekick.llm")
 

@@ -14,10 +14,10 @@ from typing import Any
 import openai
 from pydantic import BaseModel, Field, ValidationError
 
-from services.runtime.errors import MODEL_EXAMPLE, MODEL_VARIABLES
+from services.runtime.base.errors import MODEL_EXAMPLE, MODEL_VARIABLES
+from services.runtime.base.settings import STRUCTURED_MODES, LLMConfig
 from services.runtime.llm import schema as schemas
 from services.runtime.llm.modes import refuses, with_instruction
-from services.runtime.settings import STRUCTURED_MODES, LLMConfig
 
 ASK: list[Any] = [{"role": "user", "content": "Reply with the single word OK."}]
 CHAT = ("streaming", "json_schema", "tools", "json_object")

@@ -26,7 +26,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from pydantic import Field
 
 from contracts import Source
-from services.runtime.egress import Egress, EgressRefused
+from services.runtime.walls.egress import Egress, EgressRefused
 from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
 from services.workers.tools.proxy import PROXY_HEADER, FilteringProxy
 from services.workers.tools.toolbox import Args, Call, RunContext, Toolset, tool

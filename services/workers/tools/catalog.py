@@ -15,7 +15,7 @@ import httpx
 from nats.js.kv import KeyValue
 from pydantic import Field
 
-from services.runtime.egress import Egress
+from services.runtime.walls.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.bwrap import Limits
 from services.workers.tools.files import Files

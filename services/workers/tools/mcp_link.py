@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, Tool
 
-from services.runtime.logs import request_context
+from services.runtime.base.logs import request_context
 from services.workers.tools.errors import ToolError, ToolUnavailable
 from services.workers.tools.mcp_config import HttpServer, StdioServer
 from services.workers.tools.mcp_transport import SERVER, Stderr, watched

@@ -23,7 +23,7 @@ import nats.js.errors
 from nats.js.kv import KeyValue
 from pydantic import Field
 
-from services.runtime.kvstore import key_for
+from services.runtime.bus.kvstore import key_for
 from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
 from services.workers.tools.toolbox import Args, Call, Toolset, tool
 

@@ -16,7 +16,7 @@ import contextlib
 import logging
 from urllib.parse import urlsplit
 
-from services.runtime.egress import DEFAULT_PORTS, Egress, EgressRefused
+from services.runtime.walls.egress import DEFAULT_PORTS, Egress, EgressRefused
 
 log = logging.getLogger("sidekick.workers.tools.proxy")
 

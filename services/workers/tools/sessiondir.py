@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from services.runtime.kvstore import key_for
+from services.runtime.bus.kvstore import key_for
 from services.workers.tools.errors import PathRefused, ToolError
 
 # Where the session folder appears inside the python_run sandbox. A symlink written by user code

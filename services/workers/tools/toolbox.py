@@ -22,7 +22,7 @@ from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from contracts import Source
-from services.runtime.metrics import REGISTRY
+from services.runtime.base.metrics import REGISTRY
 from services.workers.tools.errors import ToolArgumentsError, ToolError
 
 log = logging.getLogger("sidekick.workers.tools")

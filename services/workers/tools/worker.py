@@ -6,9 +6,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from contracts import WorkerResult, WorkerTask
-from services.runtime.errors import MODEL_ERRORS
+from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.llm import ChatReply
-from services.runtime.prompts import conversation
+from services.runtime.llm.prompts import conversation
+from services.runtime.walls.egress import Egress
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.tools.catalog import Clients
 from services.workers.tools.loop import LoopOutcome, run_tool_loop
@@ -67,7 +68,7 @@ class ToolsWorker:
             self.settings,
             data_dir=deps.settings.data_dir,
             ledger=lambda: bus.kv.ledger,
-            egress=deps.settings.egress,
+            egress=Egress.from_setting(deps.settings.egress_allow),
         )
         self.builtin = self.clients.tools()
         self.mcp = mcp_tools(self.settings, limit=MAX_TOOLS - len(self.builtin))

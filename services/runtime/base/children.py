@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from services.runtime.readyz import answers_ok
+from services.runtime.base.readyz import answers_ok
 
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-if TYPE_CHECKING:  # httpx and httpcore: only the processes that fetch URLs load them
-    from services.runtime.egress import Egress
 
 Role = Literal["frontline", "orchestrator", "worker", "evaluator", "embeddings"]
 ROLES: tuple[Role, ...] = ("frontline", "orchestrator", "worker", "evaluator", "embeddings")
@@ -131,7 +128,7 @@ class Settings(BaseSettings):
     )
     # Short, so that a message held by a dead process is redelivered in seconds; handlers that
     # work longer keep theirs with in-progress acks every `heartbeat_interval` (at most 1.5
-    # intervals apart: services/runtime/consumer.py).
+    # intervals apart: services/runtime/bus/consumer.py).
     ack_wait: float = Field(default=8.0, gt=0, description="JetStream ack wait, seconds.")
     heartbeat_interval: float = Field(default=2.0, gt=0, description="in-progress every N s.")
     max_deliver: int = Field(default=5, ge=2)
@@ -202,13 +199,6 @@ class Settings(BaseSettings):
     @property
     def worker_kinds(self) -> list[str]:
         return [k.strip().upper() for k in self.workers.split(",") if k.strip()]
-
-    @property
-    def egress(self) -> Egress:
-        """The egress check for URLs chosen by models, pages and search results."""
-        from services.runtime.egress import Egress
-
-        return Egress.from_setting(self.egress_allow)
 
     def llm(self, role: Role) -> LLMConfig:
         """Resolve one role's endpoint: role override, then SIDEKICK_LLM_*, then OPENAI_*."""

@@ -2,7 +2,7 @@
 request's record (the first end stands), update the session's record (history, parked request,
 results not yet seen by a client, the session's lane), publish the outcome to the gateways
 once (by the call that recorded it: the lifecycle's compare-and-set lets one call do that), and
-then start the session's next queued request (services/runtime/lanes.py)."""
+then start the session's next queued request (services/runtime/requests/lanes.py)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from contracts import (
     SessionRecord,
     WorkflowStatus,
 )
-from services.runtime import lanes
-from services.runtime.bus import Bus, msg_id, redelivered
-from services.runtime.kvstore import Versioned
-from services.runtime.lifecycle import IllegalMove, Tracked
-from services.runtime.metrics import REQUEST_DURATION, REQUESTS
-from services.runtime.sessions import after_outcome, update_session
-from services.runtime.telemetry import current_trace_id
+from services.runtime.base.metrics import REQUEST_DURATION, REQUESTS
+from services.runtime.base.telemetry import current_trace_id
+from services.runtime.bus.core import Bus, msg_id, redelivered
+from services.runtime.bus.kvstore import Versioned
+from services.runtime.requests import lanes
+from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.sessions import after_outcome, update_session
 
 
 async def record_step(bus: Bus, request_id: str, status: WorkflowStatus, detail: str) -> None:
@@ -31,7 +31,7 @@ async def record_step(bus: Bus, request_id: str, status: WorkflowStatus, detail:
     so the gateway records the step from the worker's progress event; a late or repeated step
     (every gateway replica hears it) changes nothing."""
     with contextlib.suppress(IllegalMove):
-        await bus.requests.move(request_id, "working", status=status, detail=detail)
+        await records(bus).move(request_id, "working", status=status, detail=detail)
 
 
 def _labels(event: Outcome) -> tuple[str, str]:
@@ -72,7 +72,7 @@ async def finish(
         event = event.model_copy(update={"trace_id": current_trace_id()})
     due: str | None = None
     try:
-        ended, moved = await bus.requests.settle(event, known=known)
+        ended, moved = await records(bus).settle(event, known=known)
     except IllegalMove as exc:
         if exc.current is not None:
             return None

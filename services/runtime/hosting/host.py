@@ -26,16 +26,16 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from services.runtime.bus import Bus
-from services.runtime.busmetrics import prometheus_middleware
-from services.runtime.eventloop import run_loop
-from services.runtime.health import Probe, answer_pings
-from services.runtime.httpguard import Guard, uvicorn_options
-from services.runtime.logs import broker_logger
-from services.runtime.metrics import READY, REGISTRY
-from services.runtime.natsauth import inbox_prefix
-from services.runtime.settings import Settings
-from services.runtime.telemetry import setup_tracing
+from services.runtime.base.eventloop import run_loop
+from services.runtime.base.logs import broker_logger
+from services.runtime.base.metrics import READY, REGISTRY
+from services.runtime.base.settings import Settings
+from services.runtime.base.telemetry import setup_tracing
+from services.runtime.bus.busmetrics import prometheus_middleware
+from services.runtime.bus.core import Bus
+from services.runtime.bus.natsauth import inbox_prefix
+from services.runtime.hosting.health import Probe, answer_pings
+from services.runtime.walls.httpguard import Guard, uvicorn_options
 
 log = logging.getLogger("sidekick")
 
@@ -71,7 +71,7 @@ class ServiceHost:
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     host: str | None = None
     port: int | None = None
-    # The gateway's /readyz asks the whole system (services/runtime/health.py); None: this
+    # The gateway's /readyz asks the whole system (services/runtime/hosting/health.py); None: this
     # process's own readiness.
     probe: Probe | None = None
     started: bool = False

@@ -11,14 +11,14 @@ from pydantic import ValidationError
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
-from services.runtime.bus import msg_id
+from services.runtime.bus.core import msg_id
 
 SEND_HINT = "set SENDGRID_API_KEY and SENDGRID_FROM_EMAIL to send mail."
 
 
 async def put(js: JetStreamContext, subjects: Subjects, entry: OutboxEntry) -> None:
     """Keep one entry; the same (request, attempt) is stored once. (The stream is made by the
-    bootstrap step, services/runtime/topology.py.)"""
+    bootstrap step, services/runtime/bus/topology.py.)"""
     await js.publish(
         subjects.outbox(entry.request_id),
         entry.model_dump_json().encode(),

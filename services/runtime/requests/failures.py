@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts.events import FailureCode
-from services.runtime.errors import LLMInvalidOutput, LLMNotConfigured
+from services.runtime.base.errors import LLMInvalidOutput, LLMNotConfigured
 
 
 def failure_code(exc: BaseException) -> FailureCode:

@@ -32,7 +32,7 @@ from nats.js.api import (
 from nats.js.kv import KeyValue
 
 from contracts import Subjects
-from services.runtime.settings import Settings
+from services.runtime.base.settings import Settings
 
 log = logging.getLogger("sidekick.topology")
 

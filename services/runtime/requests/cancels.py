@@ -16,9 +16,9 @@ from faststream.nats import NatsMessage
 from pydantic import ValidationError
 
 from contracts import CancelRequested
-from services.runtime.bus import Bus
-from services.runtime.kvstore import key_for
-from services.runtime.metrics import CANCELLATIONS
+from services.runtime.base.metrics import CANCELLATIONS
+from services.runtime.bus.core import Bus
+from services.runtime.bus.kvstore import key_for
 
 log = logging.getLogger("sidekick.cancel")
 

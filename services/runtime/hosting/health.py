@@ -19,8 +19,8 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.channels import BEHIND_GATEWAY
 from contracts.health import Ping, Pong, Readiness, ServiceHealth
-from services.runtime import topology
-from services.runtime.bus import Bus
+from services.runtime.bus import topology
+from services.runtime.bus.core import Bus
 
 log = logging.getLogger("sidekick.health")
 

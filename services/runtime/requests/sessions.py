@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from contracts import Outcome, Question, RequestCompleted, SessionRecord, Turn, utcnow
 from contracts.events import ClarificationRequested
-from services.runtime.bus import Bus
-from services.runtime.kvstore import Versioned, get_model, key_for, mutate_versioned
-from services.runtime.lanes import ended
+from services.runtime.bus.core import Bus
+from services.runtime.bus.kvstore import Versioned, get_model, key_for, mutate_versioned
+from services.runtime.requests.lanes import ended
 
 MAX_STORED_TURNS = 50
 MAX_UNDELIVERED = 50
@@ -52,7 +52,7 @@ async def update_session(
 def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> SessionRecord | None:
     """The session once `event` ended (or parked) one of its requests: the turn added, the
     parked request set or cleared, the request noted as not yet seen by a client, and, when it
-    ended, the session's next queued request made active (services/runtime/lanes.py)."""
+    ended, the session's next queued request made active (services/runtime/requests/lanes.py)."""
     rid = event.request_id
     original = record
     turns = list(record.turns)

@@ -32,7 +32,7 @@ import httpcore
 import httpx
 from prometheus_client import Counter
 
-from services.runtime.metrics import REGISTRY
+from services.runtime.base.metrics import REGISTRY
 
 log = logging.getLogger("sidekick.egress")
 

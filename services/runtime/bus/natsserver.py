@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.runtime.children import die_with_parent, stop
+from services.runtime.base.children import die_with_parent, stop
 
 _LISTEN = re.compile(r"Listening for client connections on [^\s]+:(\d+)")
 

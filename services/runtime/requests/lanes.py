@@ -32,10 +32,10 @@ from opentelemetry import context, trace
 
 from contracts import ChatRequested, RequestRecord, SessionRecord, utcnow
 from contracts.base import IfBusy
-from services.runtime.bus import Bus, msg_id
-from services.runtime.kvstore import Versioned, get_model, key_for, write_if
-from services.runtime.lifecycle import IllegalMove, Tracked
-from services.runtime.telemetry import current_trace_id
+from services.runtime.base.telemetry import current_trace_id
+from services.runtime.bus.core import Bus, msg_id
+from services.runtime.bus.kvstore import Versioned, get_model, key_for, write_if
+from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
 
 IF_BUSY: tuple[IfBusy, ...] = get_args(IfBusy)
 STALE = timedelta(seconds=60)
@@ -142,7 +142,7 @@ async def _stale(bus: Bus, lane: SessionRecord, now: datetime) -> bool:
     """Whether the active request no longer holds the session: it ended (its end never
     reached the lane), or its record never appeared."""
     assert lane.active is not None
-    tracked = await bus.requests.load(lane.active)
+    tracked = await records(bus).load(lane.active)
     if tracked is None:
         since = lane.active_since or now
         return now - since > STALE
@@ -179,7 +179,7 @@ async def start(bus: Bus, request_id: str) -> None:
     this (the end before it, a re-run of that end, the gateway that queued it); a request that
     has no record yet is started by the gateway that is writing it, and one already on its way
     is published again only under the same dedupe key."""
-    tracked: Tracked | None = await bus.requests.load(request_id)
+    tracked: Tracked | None = await records(bus).load(request_id)
     if tracked is None or tracked.value.state not in ("queued", "accepted"):
         return
     # Its own trace, not the one of the request that ended before it.
@@ -191,7 +191,7 @@ async def start(bus: Bus, request_id: str) -> None:
     ):
         if tracked.value.state == "queued":
             try:
-                tracked = await bus.requests.move(
+                tracked = await records(bus).move(
                     request_id, "accepted", known=tracked, trace_id=current_trace_id()
                 )
             except IllegalMove:

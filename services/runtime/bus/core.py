@@ -29,12 +29,11 @@ from pydantic import BaseModel, ValidationError
 from contracts import Event, Subjects, utcnow
 from contracts.events import DeadLetter
 from contracts.subjects import Derived
-from services.runtime import topology
-from services.runtime.consumer import Consumer
-from services.runtime.lifecycle import Requests
-from services.runtime.logs import request_context
-from services.runtime.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
-from services.runtime.settings import Settings
+from services.runtime.base.logs import request_context
+from services.runtime.base.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
+from services.runtime.base.settings import Settings
+from services.runtime.bus import topology
+from services.runtime.bus.consumer import Consumer
 
 log = logging.getLogger("sidekick.bus")
 tracer = trace.get_tracer("sidekick.bus")
@@ -82,7 +81,7 @@ def _granted(name: str) -> Derived[Buckets, KeyValue]:
 
 
 class Buckets:
-    """The KV buckets a service's role may use (services/runtime/topology.py), bound at start.
+    """The KV buckets a service's role may use (services/runtime/bus/topology.py), bound at start.
     Asking for another is a bug in the service, said plainly rather than as a NATS error."""
 
     requests = _granted("requests")
@@ -100,7 +99,7 @@ class Buckets:
         if kv is None:
             raise PermissionError(
                 f"the {self._service} service has no use of the {name!r} bucket "
-                "(its role in services/runtime/topology.py does not grant it)"
+                "(its role in services/runtime/bus/topology.py does not grant it)"
             )
         return kv
 
@@ -146,11 +145,6 @@ class Bus:
     nc: Derived[Bus, Client] = Derived(lambda bus: _set_up(bus._nc))
     js: Derived[Bus, JetStreamContext] = Derived(lambda bus: _set_up(bus._js))
     kv: Derived[Bus, Buckets] = Derived(lambda bus: _set_up(bus._buckets))
-
-    @property
-    def requests(self) -> Requests:
-        """Request records, moved as this service (see services/runtime/lifecycle.py)."""
-        return Requests(self.kv.status, self.service)
 
     async def publish(self, event: BaseModel, subject: str, *, dedupe_key: str) -> None:
         """Durable publish on JetStream; the server drops a second copy with the same key. The
@@ -233,7 +227,7 @@ class Bus:
         declared = topology.consumers(self.subjects).get(consumer)
         if declared != subject:
             raise ValueError(
-                f"consumer {consumer!r} of {subject} is not in services/runtime/topology.py"
+                f"consumer {consumer!r} of {subject} is not in services/runtime/bus/topology.py"
             )
         durable = topology.durable_name(self.subjects, consumer)
         acked, seconds = BUS_HANDLED.labels(consumer, "acked"), BUS_SECONDS.labels(consumer)

@@ -1,5 +1,5 @@
 """A locked-down nats-server configuration: one user per service, each allowed exactly what its
-role in services/runtime/topology.py needs (`sidekick nats-config` prints it; `sidekick up` runs
+role in services/runtime/bus/topology.py needs (`sidekick nats-config` prints it; `sidekick up` runs
 its embedded server with it), and an admin user for the bootstrap step.
 
 Passwords never appear in the file: each user's password is the nats-server variable
@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from contracts import Subjects
-from services.runtime import topology
+from services.runtime.bus import topology
 
 SERVICES = topology.SERVICES
 ADMIN = "admin"

@@ -14,7 +14,7 @@ import asyncio
 from opentelemetry import trace
 
 from contracts import StreamChunk
-from services.runtime.bus import Bus
+from services.runtime.bus.core import Bus
 
 WINDOW = 0.002  # seconds
 tracer = trace.get_tracer("sidekick.stream")
