@@ -57,6 +57,7 @@ ErrorCode = Literal[
     "message_too_long",
     "invalid_body",
     "busy",
+    "forbidden",
 ]
 
 

@@ -4,7 +4,6 @@ routes the web page needs: its configuration and a session's history."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -44,6 +43,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.bus.core import Bus
 from services.runtime.bus.kvstore import get_model, key_for
 from services.runtime.requests import outbox
+from services.runtime.walls import jsonlimits
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Request, str], Awaitable[Response]]
@@ -97,7 +97,9 @@ async def parse_body(request: Request, model: type[M]) -> M:
         if len(raw) > MAX_BODY_BYTES:
             raise TooLarge(f"The body is limited to {MAX_BODY_BYTES} bytes.")
     try:
-        data = json.loads(raw or b"null")
+        data = jsonlimits.loads(raw or b"null")
+    except jsonlimits.TooDeep as exc:
+        raise Invalid(f"The body is {exc}.") from exc
     except ValueError as exc:
         raise Invalid("The body is not valid JSON.") from exc
     if not isinstance(data, dict):

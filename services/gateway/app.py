@@ -11,6 +11,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 from pydantic import ValidationError
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -24,6 +25,7 @@ from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
 from services.gateway.openai_api import OpenAIApi
+from services.gateway.origins import OriginPolicy
 from services.gateway.preferences import PreferencesApi, PreferenceStore
 from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
@@ -110,6 +112,7 @@ def build(settings: Settings) -> ServiceHost:
             headers={"cache-control": "max-age=86400"},
         )
 
+    origins = OriginPolicy.from_settings(settings)
     pages = PageApi(bus, intake, auth)
     preferences = PreferenceStore(bus)
     routes: list[BaseRoute] = [
@@ -136,7 +139,7 @@ def build(settings: Settings) -> ServiceHost:
         on_stop=[deliveries.stop],
         host=settings.gateway_host,
         port=settings.gateway_port,
-        middleware=cors(settings),
+        middleware=[Middleware(origins.middleware), *cors(settings)],
         probe=probe,
-        sockets={"/ws": ChatSocket(bus, hub, intake, auth).endpoint},
+        sockets={"/ws": origins.socket(ChatSocket(bus, hub, intake, auth).endpoint)},
     )

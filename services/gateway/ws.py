@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Literal
 
@@ -42,6 +41,7 @@ from services.runtime.base.metrics import GATEWAY_FRAMES_REJECTED
 from services.runtime.bus.core import Bus
 from services.runtime.requests import lanes
 from services.runtime.requests.sessions import load_session, mark_delivered, update_session
+from services.runtime.walls import jsonlimits
 
 __all__ = ["ChatSocket", "scoped"]
 
@@ -136,7 +136,9 @@ class ChatSocket:
         if len(text.encode()) > limit:
             return self.reject(conn, "frame_too_large", f"Frames are limited to {limit} bytes.")
         try:
-            data = json.loads(text)
+            data = jsonlimits.loads(text)
+        except jsonlimits.TooDeep as exc:
+            return self.reject(conn, "invalid_json", f"The frame is {exc}.")
         except ValueError:
             return self.reject(conn, "invalid_json", "The frame is not valid JSON.")
         if not isinstance(data, dict):

@@ -157,7 +157,12 @@ class Settings(BaseSettings):
     cors_origins: str = Field(
         default="",
         description="Origins (comma-separated, e.g. http://localhost:5173) whose pages may call "
-        "the HTTP API from a browser; empty: none (same-origin only).",
+        "the HTTP API and open /ws from a browser; empty: none (same-origin only).",
+    )
+    allowed_hosts: str = Field(
+        default="",
+        description="Names (comma-separated) the gateway answers to besides IP addresses and "
+        "localhost, e.g. sidekick.example.com; '*': any (DNS rebinding is then possible).",
     )
     max_connections: int = Field(
         default=10_000, ge=1, description="Open HTTP/WebSocket connections one server holds."
@@ -171,6 +176,9 @@ class Settings(BaseSettings):
     )
     http_head_timeout: float = Field(
         default=10.0, gt=0, description="Seconds a client has to send a request's head."
+    )
+    http_max_head_bytes: int = Field(
+        default=32 * 1024, ge=1024, description="Longest request head (line and headers), bytes."
     )
     ws_first_frame_timeout: float = Field(
         default=30.0, gt=0, description="Seconds a new WebSocket has to send its first frame."

@@ -175,6 +175,7 @@ class ServiceHost:
             max_connections=settings.max_connections,
             max_per_client=settings.max_connections_per_client,
             head_timeout=settings.http_head_timeout,
+            max_head_bytes=settings.http_max_head_bytes,
             exempt=frozenset(
                 a.strip() for a in settings.connection_limit_exempt.split(",") if a.strip()
             ),

@@ -1,7 +1,8 @@
 """The HTTP server's own guard against slow and many clients (every service's server, the
 gateway's above all): a cap on open connections, in total and per client address; a deadline for
 a request's head (request line and headers), so a client trickling a header line now and then
-(slowloris) or sending nothing at all is closed; and refusals logged as one summary line per
+(slowloris) or sending nothing at all is closed; a cap on a request head's size (431, and the
+connection closed before more of it is read); and refusals logged as one summary line per
 interval, not one line each (an attack must not fill the disk).
 
 uvicorn has a keep-alive timeout but no head timeout, so this is its HTTP protocol (httptools)
@@ -32,6 +33,7 @@ class Guard:
     max_connections: int
     max_per_client: int
     head_timeout: float
+    max_head_bytes: int = 32 * 1024
     exempt: frozenset[str] = frozenset({"127.0.0.1", "::1"})
     open: dict[asyncio.BaseTransport, str] = field(default_factory=dict)
     refusals: Counter[str] = field(default_factory=Counter)
@@ -104,6 +106,38 @@ def guarded_http(guard: Guard) -> type[HttpToolsProtocol]:
     class GuardedHttp(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
         _counted = False
+        _in_head = True  # between a request's start and the end of its headers
+        _head = 0  # bytes of the head seen so far
+        _tail = b""  # the last bytes seen, to find the head's end across two chunks
+
+        def data_received(self, data: bytes) -> None:
+            # Counted before the parser sees it: httptools keeps a header line whole until it
+            # ends, so a 96 MiB line would be 96 MiB held (and a heap that does not shrink).
+            if self._in_head and not self.transport.is_closing():
+                end = (self._tail + data).find(b"\r\n\r\n")
+                seen = len(data) if end < 0 else max(0, end + 4 - len(self._tail))
+                if self._head + seen > guard.max_head_bytes:
+                    self._head_too_large()
+                    return
+                self._head += seen
+                self._tail = (self._tail + data)[-3:]
+            super().data_received(data)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._in_head, self._head, self._tail = True, 0, b""
+
+        def _head_too_large(self) -> None:
+            """431 and close: nothing more of this connection is read."""
+            self._disarm()
+            guard.refused("request head too large")
+            body = f"Request head (line and headers) over {guard.max_head_bytes} bytes.".encode()
+            self.transport.write(
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -127,6 +161,7 @@ def guarded_http(guard: Guard) -> type[HttpToolsProtocol]:
 
         def on_headers_complete(self) -> None:
             self._disarm()
+            self._in_head = False
             super().on_headers_complete()
 
         def _arm(self) -> None:
