@@ -130,10 +130,11 @@ def permissions(service: str, namespace: str) -> Permissions:
         if bucket in role.writes:
             publish += [f"$KV.{s.bucket(bucket)}.>"]
         if bucket in role.watches:
-            # A watcher is an ephemeral consumer on this bucket's stream, and nothing else.
+            # A watcher is an ordered, ephemeral consumer on this bucket's stream, and nothing
+            # else: `CONSUMER.CREATE.<stream>` alone, where the server refuses a durable name.
+            # (`CONSUMER.CREATE.<stream>.<name>` would create a durable one.)
             publish += [
                 f"{api}.CONSUMER.CREATE.{stream}",
-                f"{api}.CONSUMER.CREATE.{stream}.>",
                 f"{api}.CONSUMER.INFO.{stream}.*",
             ]
     for stream in role.reads_streams:
