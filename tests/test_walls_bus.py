@@ -69,4 +69,4 @@ async def test_a_watcher_cannot_create_a_durable_consumer_on_the_bucket_it_watch
         async for entry in watcher:
             if entry is not None and entry.key == "k":
                 break
-        await watcher.stop()
+        await watcher.stop()  # type: ignore[no-untyped-call]

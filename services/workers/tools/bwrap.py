@@ -6,6 +6,7 @@ that hit one is told apart. python_sandbox.py runs code in it."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import resource
 import shutil
@@ -136,9 +137,12 @@ def sandbox_env() -> list[str]:
     return out
 
 
-def before_exec(limits: Limits, uid: int | None) -> Callable[[], None]:
+def before_exec(
+    limits: Limits, uid: int | None, close_on_exec: tuple[int, ...] = ()
+) -> Callable[[], None]:
     """Runs in the child between fork and exec: limits first (inherited by everything the run
-    starts), then the session's uid when there is one."""
+    starts), then the session's uid when there is one. `close_on_exec`: descriptors passed to
+    the child only for its exec (bwrap's own binary, run by descriptor), closed by it."""
     processes = limits.processes
     if uid is None:
         # Without root, the process limit counts every task of the worker's uid, its own too.
@@ -155,6 +159,8 @@ def before_exec(limits: Limits, uid: int | None) -> Callable[[], None]:
             (resource.RLIMIT_CORE, 0),
         ):
             resource.setrlimit(what, (value, value))
+        for fd in close_on_exec:  # subprocess made them inheritable; exec itself needs none
+            fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
         if uid is not None:
             os.setgroups([])
             os.setresgid(uid, uid, uid)

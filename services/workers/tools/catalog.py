@@ -16,6 +16,7 @@ from nats.js.kv import KeyValue
 from pydantic import Field
 
 from services.runtime.walls.egress import Egress
+from services.workers.tools import reachable
 from services.workers.tools.browser import Browser
 from services.workers.tools.bwrap import Limits
 from services.workers.tools.files import Files
@@ -35,7 +36,8 @@ class PythonArgs(Args):
 
 
 def files_root(settings: ToolsSettings, data_dir: Path) -> Path:
-    return settings.files_root or data_dir / "files"
+    """The configured folder, or `<data dir>/files` (as root, one the sandbox can reach)."""
+    return settings.files_root or reachable.files_folder(data_dir / "files")
 
 
 def python_sandbox(settings: ToolsSettings, data_dir: Path) -> PythonSandbox:

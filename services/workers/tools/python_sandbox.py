@@ -48,6 +48,14 @@ from services.workers.tools.sessiondir import SessionFolder
 # Runs in the sandbox before the user's code, which it reads from stdin (no file to plant).
 BOOTSTRAP = r"""
 import os, sys
+for _fd in os.listdir("/proc/self/fd"):  # the host's descriptors stay out: stdio only
+    try:
+        _where = os.readlink(f"/proc/self/fd/{_fd}") if int(_fd) > 2 else None
+    except OSError:
+        continue  # the listing's own, closed by now
+    if _where is not None:
+        sys.stderr.write(f"sandbox: refusing to run: descriptor {_fd} of the host is open\n")
+        os._exit(125)
 _code = sys.stdin.buffer.read().decode("utf-8", "replace")
 _null = os.open("/dev/null", os.O_RDONLY)
 os.dup2(_null, 0)
@@ -241,7 +249,7 @@ class PythonSandbox:
                 start_new_session=True,
                 env={},
                 pass_fds=tuple(opened),
-                preexec_fn=before_exec(limits, uid),
+                preexec_fn=before_exec(limits, uid, close_on_exec=(exe,)),
             )
         finally:
             for fd in opened:
