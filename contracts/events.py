@@ -85,6 +85,11 @@ class WorkerTask(Event):
     preferences: dict[str, str] = Field(
         default_factory=dict, description="The user's standing preferences (workflows)."
     )
+    dispatch_token: str | None = Field(
+        default=None,
+        description="The orchestrator's unguessable proof of this dispatch; the answer must "
+        "carry it back, or it is refused.",
+    )
 
 
 class WorkerResult(Event):
@@ -104,6 +109,10 @@ class WorkerResult(Event):
         description="Questions the user must answer before the task can be done (e.g. the "
         "research planner's); the request is parked until they are answered.",
     )
+    dispatch_token: str | None = Field(
+        default=None,
+        description="The dispatch_token of the message this answers (proof it was asked).",
+    )
 
 
 class EvaluationRequested(Event):
@@ -122,6 +131,11 @@ class EvaluationRequested(Event):
         default_factory=list,
         description="Questions the user already answered, with the answers ('Q: ... A: ...').",
     )
+    dispatch_token: str | None = Field(
+        default=None,
+        description="The orchestrator's unguessable proof of this dispatch; the answer must "
+        "carry it back, or it is refused.",
+    )
 
 
 class VerdictIssued(Event):
@@ -134,6 +148,10 @@ class VerdictIssued(Event):
         default=None, description="Why no judgement could be had (the model failed)."
     )
     usage: Usage = Field(default_factory=Usage, description="Model usage of the evaluation.")
+    dispatch_token: str | None = Field(
+        default=None,
+        description="The dispatch_token of the message this answers (proof it was asked).",
+    )
 
 
 class StreamChunk(Event):

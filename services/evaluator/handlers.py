@@ -8,7 +8,7 @@ from typing import Any
 from contracts import EvaluationRequested, Verdict, VerdictIssued
 from services.evaluator import prompts
 from services.runtime.base.errors import MODEL_ERRORS
-from services.runtime.bus.core import Bus, msg_id
+from services.runtime.bus.core import Bus, answer_key
 from services.runtime.llm import LLMClient
 from services.runtime.llm.prompts import transcript
 
@@ -48,10 +48,14 @@ class Evaluator:
     async def _answer(self, req: EvaluationRequested, **outcome: Any) -> None:
         """Publish the verdict (or why there is none) on `req`'s attempt, once per attempt."""
         event = VerdictIssued(
-            request_id=req.request_id, session_id=req.session_id, attempt=req.attempt, **outcome
+            request_id=req.request_id,
+            session_id=req.session_id,
+            attempt=req.attempt,
+            dispatch_token=req.dispatch_token,  # the orchestrator takes no verdict without it
+            **outcome,
         )
         await self.bus.publish(
             event,
             self.bus.subjects.evaluation_completed,
-            dedupe_key=msg_id(req.request_id, "verdict", req.attempt),
+            dedupe_key=answer_key(req.request_id, "verdict", req.attempt, req.dispatch_token),
         )

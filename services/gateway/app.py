@@ -31,6 +31,7 @@ from services.gateway.workflows import Workflows
 from services.gateway.ws import ChatSocket
 from services.runtime.base.metrics import GATEWAY_EVENTS
 from services.runtime.base.settings import Settings
+from services.runtime.bus import poison
 from services.runtime.bus.core import Bus
 from services.runtime.hosting.health import Probe
 from services.runtime.hosting.host import ServiceHost, make_broker
@@ -89,8 +90,8 @@ def build(settings: Settings) -> ServiceHost:
     async def on_out(msg: Msg) -> None:
         try:
             event = parse_event(msg.data)
-        except ValidationError:
-            log.warning("dropping an unreadable event on %s", msg.subject)
+        except ValidationError as exc:
+            poison.refused(msg.subject, msg.data, poison.why(exc))
             return
         GATEWAY_EVENTS.labels(event.kind).inc()
         if isinstance(event, OUTCOMES):

@@ -26,7 +26,7 @@ from contracts import (
     WorkerResult,
     parse_event,
 )
-from services.orchestrator import loop, prompts
+from services.orchestrator import authentic, loop, prompts
 from services.orchestrator.cache import CacheEntry, SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
@@ -41,7 +41,7 @@ from services.runtime.base.metrics import (
     VERDICTS,
 )
 from services.runtime.base.telemetry import current_ids
-from services.runtime.bus.core import Bus, msg_id, redelivered
+from services.runtime.bus.core import Bus, redelivered
 from services.runtime.llm import LLMClient
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import cancels
@@ -94,13 +94,25 @@ class Orchestrator:
         await self._advance(state, tracked)
 
     async def on_result(self, result: WorkerResult) -> None:
-        state = await self.store.update(result.request_id, lambda s: loop.on_result(s, result))
+        no: list[str] = []  # why it was refused, if it was
+        state = await self.store.update(
+            result.request_id,
+            lambda s: authentic.checked(s, result, authentic.refuse_result, loop.on_result, no),
+        )
+        if no:
+            return
         if state.status != "evaluating":  # the attempt ended without a verdict
             write_attempt_span(state, result.attempt)
         await self._advance(state)
 
     async def on_verdict(self, event: VerdictIssued) -> None:
-        state = await self.store.update(event.request_id, lambda s: loop.on_verdict(s, event))
+        no: list[str] = []
+        state = await self.store.update(
+            event.request_id,
+            lambda s: authentic.checked(s, event, authentic.refuse_verdict, loop.on_verdict, no),
+        )
+        if no:
+            return
         write_attempt_span(state, event.attempt)
         if event.verdict is not None:
             await self._progress(
@@ -272,7 +284,7 @@ class Orchestrator:
             await self.bus.publish(
                 task,
                 self.bus.subjects.worker_run(task.worker_type),
-                dedupe_key=msg_id(task.request_id, "task", task.attempt),
+                dedupe_key=authentic.key(state, "task", task.attempt),
             )
 
     async def _evaluate(self, state: LoopState, message: Evaluate, tracked: Tracked | None) -> None:
@@ -284,7 +296,7 @@ class Orchestrator:
             await self.bus.publish(
                 ev,
                 self.bus.subjects.evaluator_run,
-                dedupe_key=msg_id(ev.request_id, "evaluate", ev.attempt),
+                dedupe_key=authentic.key(state, "evaluate", ev.attempt),
             )
 
     async def _finish(self, state: LoopState, message: Finish, tracked: Tracked | None) -> None:

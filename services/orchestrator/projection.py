@@ -16,6 +16,7 @@ from contracts import (
     Verdict,
     WorkerTask,
 )
+from services.orchestrator import authentic
 from services.orchestrator.state import Attempt, LoopState
 
 
@@ -109,12 +110,16 @@ def next_messages(state: LoopState) -> list[Message]:
             suggestions=suggestions,
             previous_output=previous_output,
             preferences=req.preferences,
+            dispatch_token=authentic.token(state, "task", cur.n),
         )
         return [Dispatch(task)]
     if state.status == "evaluating":
         assert cur.result is not None
         judge = EvaluationRequested(
-            **_attempt(state, cur), output=cur.result.output, sources=cur.result.sources
+            **_attempt(state, cur),
+            output=cur.result.output,
+            sources=cur.result.sources,
+            dispatch_token=authentic.token(state, "evaluate", cur.n),
         )
         return [Evaluate(judge)]
     return []

@@ -3,6 +3,7 @@ verdicts, the open questions. Folded by `loop.py`, projected into messages by `p
 
 from __future__ import annotations
 
+import secrets
 from typing import Literal
 
 from pydantic import Field
@@ -54,6 +55,11 @@ class LoopState(Model):
     cancel_reason: str | None = Field(default=None, description="Why it was cancelled.")
     trace_id: str | None = Field(default=None, description="Trace id of the request (hex).")
     span_id: str | None = Field(default=None, description="Span the attempts hang under (hex).")
+    secret: str = Field(
+        default_factory=lambda: secrets.token_hex(16),
+        description="Never sent: the root of this request's dispatch tokens and dedupe keys "
+        "(authentic.py).",
+    )
 
     @property
     def current(self) -> Attempt | None:

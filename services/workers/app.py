@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from contracts import Progress, WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.base.settings import Settings
-from services.runtime.bus.core import Bus, msg_id
+from services.runtime.bus.core import Bus, answer_key
 from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
 from services.runtime.requests.cancels import Cancellations
@@ -88,16 +88,20 @@ def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:
         except Exception as exc:  # a bug in a worker must still end the attempt
             log.exception("%s worker crashed on %s", worker.kind, task.request_id)
             result = result_for(task, success=False, error=f"internal error: {exc!r}")
-        await _publish(result)
+        await _publish(task, result)
 
     async def exhausted(task: WorkerTask, exc: BaseException) -> None:
-        await _publish(result_for(task, success=False, error=f"delivery exhausted: {exc}"))
+        await _publish(task, result_for(task, success=False, error=f"delivery exhausted: {exc}"))
 
-    async def _publish(result: WorkerResult) -> None:
+    async def _publish(task: WorkerTask, result: WorkerResult) -> None:
+        # The task's token goes back with the result (the orchestrator takes no result without
+        # it), and keys the result's dedupe id, so no other service can guess that id.
+        token = task.dispatch_token
+        result = result.model_copy(update={"dispatch_token": token})
         await bus.publish(
             result,
             bus.subjects.worker_completed,
-            dedupe_key=msg_id(result.request_id, "result", result.attempt),
+            dedupe_key=answer_key(result.request_id, "result", result.attempt, token),
         )
 
     bus.durable(

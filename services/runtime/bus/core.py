@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,7 @@ from contracts.subjects import Derived
 from services.runtime.base.logs import request_context
 from services.runtime.base.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
 from services.runtime.base.settings import Settings
-from services.runtime.bus import topology
+from services.runtime.bus import poison, topology
 from services.runtime.bus.consumer import Consumer
 
 log = logging.getLogger("sidekick.bus")
@@ -60,6 +61,14 @@ def redelivered() -> bool:
 def msg_id(request_id: str, step: str, attempt: int | None = None) -> str:
     """Dedupe key of one publish: the same (request, step, attempt) is stored once."""
     return f"{request_id}:{step}" if attempt is None else f"{request_id}:{step}:{attempt}"
+
+
+def answer_key(request_id: str, step: str, attempt: int, dispatch_token: str | None) -> str:
+    """Dedupe key of an answer (a worker's result, a verdict) to a message that carried an
+    unguessable `dispatch_token`: only the asker and the one asked can compute it, so no other
+    service can publish first under it and have the real answer dropped as a duplicate."""
+    proof = hashlib.sha256((dispatch_token or "").encode()).hexdigest()[:32]
+    return f"{msg_id(request_id, step, attempt)}:{proof}"
 
 
 class Consumes(Protocol[E_in]):
@@ -291,7 +300,7 @@ class Bus:
         try:
             event = model.model_validate_json(msg.data)
         except ValidationError as exc:
-            log.error("poison message on %s: %s", subject, exc.errors()[:3])
+            poison.refused(subject, msg.data, poison.why(exc))
             await self.dead_letter(
                 self.service, f"invalid: {exc.error_count()} errors", msg.data, msg.headers or {}
             )

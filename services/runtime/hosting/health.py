@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.channels import BEHIND_GATEWAY
 from contracts.health import Ping, Pong, Readiness, ServiceHealth
-from services.runtime.bus import topology
+from services.runtime.bus import poison, topology
 from services.runtime.bus.core import Bus
 
 log = logging.getLogger("sidekick.health")
@@ -34,8 +34,9 @@ def _heard(broker: NatsBroker, model: type[M], what: str) -> M | None:
     msg: NatsMessage = broker.context.get_local("message")
     try:
         return model.model_validate_json(msg.raw_message.data)
-    except ValidationError:
-        log.warning("ignoring an unreadable %s on %s", what, msg.raw_message.subject)
+    except ValidationError as exc:
+        data = msg.raw_message.data
+        poison.refused(msg.raw_message.subject, data, f"not a {what}: {poison.why(exc)}")
         return None
 
 
