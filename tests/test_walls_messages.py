@@ -2,20 +2,22 @@
 (as a compromised worker process would): a forged final answer for another user's request in
 flight, claiming a kind that skips the evaluator and carrying the result's old dedupe key, is
 refused, and the real one still arrives; messages stored first under the keys the orchestrator
-and the evaluator used to publish with do not silence them."""
+the evaluator, the gateway and the frontline used to publish with do not silence them."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets
 from nats.aio.client import Client as NATS
 
-from contracts import WorkerResult
+from contracts import Subjects, WorkerResult
 from services.runtime.bus.natsauth import inbox_prefix
 from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
@@ -107,3 +109,35 @@ async def test_no_role_can_silence_the_orchestrators_or_the_evaluators_messages(
     assert end["kind"] == "request.completed", end
     assert end["output"] == REAL
     assert fake_llm.chat_calls("fake-evaluator"), "the evaluator was asked, and answered"
+
+
+async def test_no_role_can_silence_a_users_cancel(
+    attacked: System, workers: NATS, fake_llm: FakeOpenAI
+) -> None:
+    gate.clear()
+    fake_llm.script("fake-worker", lambda _: Reply(REAL, wait=gate))
+    subject = Subjects(attacked.namespace).worker_completed
+    try:
+        async with websockets.connect(attacked.ws_url) as ws:
+
+            async def frame(wanted: str) -> dict[str, Any]:
+                while True:
+                    got: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                    if wanted in got or got.get("event") == wanted:
+                        return got
+
+            await ws.send(json.dumps({"init": True, "uuid": "victim-cancel", "events": True}))
+            await frame("ready")
+            await ws.send(json.dumps({"uuid": "victim-cancel", "message": "search for Paris"}))
+            request_id = (await frame("ack"))["request_id"]
+            for _ in range(600):
+                if fake_llm.chat_calls("fake-worker"):
+                    break
+                await asyncio.sleep(0.05)
+            # Stored first under the id the gateway used to publish the cancel with.
+            await publish_as(workers, subject, b'{"stale": true}', f"{request_id}:cancel")
+            await ws.send(json.dumps({"cancel": request_id}))
+            end = await frame("on_chat_model_end")
+            assert end["status"] == "cancelled", end
+    finally:
+        gate.set()

@@ -111,7 +111,7 @@ class Frontline:
         await self.bus.publish(
             routed,
             self.bus.subjects.request_routed,
-            dedupe_key=msg_id(req.request_id, "routed"),
+            dedupe_key=self.bus.own_key(msg_id(req.request_id, "routed")),
         )
 
     async def _cancelled(self, req: ChatRequested) -> None:

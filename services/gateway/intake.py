@@ -268,7 +268,7 @@ class Intake:
             await self.bus.publish(
                 event,
                 self.bus.subjects.request_answered,
-                dedupe_key=msg_id(request_id, "answered", parked),
+                dedupe_key=self.bus.own_key(msg_id(request_id, "answered", parked)),
             )
         except Exception as exc:
             self.limits.release(request_id)
@@ -299,7 +299,9 @@ class Intake:
         event = CancelRequested(request_id=request_id, session_id=session_id, reason=reason)
         try:
             await self.bus.publish(
-                event, self.bus.subjects.request_cancel, dedupe_key=msg_id(request_id, "cancel")
+                event,
+                self.bus.subjects.request_cancel,
+                dedupe_key=self.bus.own_key(msg_id(request_id, "cancel")),
             )
         except Exception as exc:
             raise Unavailable("Sidekick could not pass on the cancel; please retry.") from exc

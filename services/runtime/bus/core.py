@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import hmac
 import logging
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -154,6 +156,17 @@ class Bus:
     nc: Derived[Bus, Client] = Derived(lambda bus: _set_up(bus._nc))
     js: Derived[Bus, JetStreamContext] = Derived(lambda bus: _set_up(bus._js))
     kv: Derived[Bus, Buckets] = Derived(lambda bus: _set_up(bus._buckets))
+
+    def own_key(self, key: str) -> str:
+        """`key` sealed with this role's own secret, its NATS password (which its replicas share
+        and no other role holds), so no other role can publish first under it and have this
+        role's message dropped as a duplicate. Unchanged without a password (no NATS users:
+        then no role is kept from any subject anyway)."""
+        password = urllib.parse.urlsplit(self.settings.nats_url.split(",")[0].strip()).password
+        if not password:
+            return key
+        seal = hmac.new(password.encode(), f"{self.service}:{key}".encode(), hashlib.sha256)
+        return f"{key}:{seal.hexdigest()[:32]}"
 
     async def publish(self, event: BaseModel, subject: str, *, dedupe_key: str) -> None:
         """Durable publish on JetStream; the server drops a second copy with the same key. The
