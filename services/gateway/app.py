@@ -91,7 +91,7 @@ def build(settings: Settings) -> ServiceHost:
         try:
             event = parse_event(msg.data)
         except ValidationError as exc:
-            poison.refused(msg.subject, msg.data, poison.why(exc))
+            poison.refused(msg.subject, msg.data, poison.why(exc), kind=s.out_all)
             return
         GATEWAY_EVENTS.labels(event.kind).inc()
         if isinstance(event, OUTCOMES):

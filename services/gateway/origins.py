@@ -119,7 +119,9 @@ class OriginPolicy:
 
     def refuse(self, why: str, scope: Scope) -> ErrorResponse:
         kind = "WebSocket" if scope["type"] == "websocket" else str(scope.get("method"))
-        self.refusals.say(why, "refused a %s %s: %s", kind, scope.get("path", ""), why)
+        # By kind, not by value: a client varying its Origin still gets one line an interval.
+        what = f"{kind} refusals ({why.split(' ', 1)[0]})"
+        self.refusals.say(what, "refused a %s %s: %s", kind, scope.get("path", ""), why)
         message = (
             f"{why}. Set SIDEKICK_CORS_ORIGINS (origins) or SIDEKICK_ALLOWED_HOSTS (names) "
             "to allow it."

@@ -30,10 +30,11 @@ def request_id_in(data: bytes) -> str | None:
     return found.group(1).decode() if found else None
 
 
-def refused(subject: str, data: bytes, reason: str) -> None:
-    """Say that a message on `subject` was refused (the first of its subject in an interval)."""
+def refused(subject: str, data: bytes, reason: str, *, kind: str | None = None) -> None:
+    """Say that a message on `subject` was refused: the first of its `kind` (by default its
+    subject; a subscription's wildcard where subjects carry ids) in an interval."""
     _said.say(
-        f"on {subject}",
+        f"on {kind or subject}",
         "refused a poison message on %s (%d bytes, request %s): %s",
         subject,
         len(data),

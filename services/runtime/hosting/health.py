@@ -36,7 +36,8 @@ def _heard(broker: NatsBroker, model: type[M], what: str) -> M | None:
         return model.model_validate_json(msg.raw_message.data)
     except ValidationError as exc:
         data = msg.raw_message.data
-        poison.refused(msg.raw_message.subject, data, f"not a {what}: {poison.why(exc)}")
+        why = f"not a {what}: {poison.why(exc)}"
+        poison.refused(msg.raw_message.subject, data, why, kind=what)
         return None
 
 
