@@ -269,10 +269,12 @@ async def test_a_run_is_re_attached_through_another_gateway_after_a_sigkill(
     name = "gateway:" + replica.rsplit(":", 1)[1]
     body = run_input("Please route: survive a crash")
     try:
-        async with httpx.AsyncClient(base_url=replica, timeout=90) as http:
-            async with http.stream("POST", "/ag-ui", json=body) as response:
-                before = await read(response, until="attempt 1")
-                system.kill(name)  # mid-stream, with no goodbye
+        async with (
+            httpx.AsyncClient(base_url=replica, timeout=90) as http,
+            http.stream("POST", "/ag-ui", json=body) as response,
+        ):
+            before = await read(response, until="attempt 1")
+            system.kill(name)  # mid-stream, with no goodbye
     finally:
         release.set()
     # The client goes on through the other gateway, with the POST it sent and its last id.

@@ -24,7 +24,7 @@ class Sse:
 
 async def events(response: httpx.Response) -> AsyncIterator[Sse]:
     event_id: str | None = None
-    name, data = "message", []
+    name, data = "message", list[str]()
     async for line in response.aiter_lines():
         if not line:
             if data:

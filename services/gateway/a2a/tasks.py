@@ -90,7 +90,7 @@ def task_of(record: RequestRecord, history_length: int | None = None) -> Task:
     )
     history = [user] if history_length is None or history_length > 0 else []
     status = TaskStatus(state=state, message=message, timestamp=record.updated_at.isoformat())
-    metadata = {"status": record.status, "attempt": record.attempt}
+    metadata: dict[str, str | int] = {"status": record.status, "attempt": record.attempt}
     if record.worker_type is not None:
         metadata["worker_type"] = record.worker_type
     return Task(
@@ -197,8 +197,8 @@ class Updates:
             return [self.status(state, agent_says(self.ids, event.error, "error"), ts)]
         if isinstance(event, RequestCancelled):
             self.done = True
-            said = agent_says(self.ids, f"Cancelled: {event.reason}.", "cancelled")
-            return [self.status("TASK_STATE_CANCELED", said, ts)]
+            note = agent_says(self.ids, f"Cancelled: {event.reason}.", "cancelled")
+            return [self.status("TASK_STATE_CANCELED", note, ts)]
         if isinstance(event, ClarificationRequested):
             self.done = True
             return [self.status("TASK_STATE_INPUT_REQUIRED", asked(self.ids, event), ts)]

@@ -46,6 +46,7 @@ from ag_ui.core import (
 from ag_ui.core.version import PROTOCOL_VERSION
 
 from contracts import (
+    OUTCOMES,
     AnyEvent,
     ClarificationRequested,
     Outcome,
@@ -161,12 +162,13 @@ class Translator:
         if isinstance(event, RequestCancelled):
             self.done = True
             return [*self._close(event), self._finished(event, RunFinishedCancelledOutcome())]
-        interrupt = INTERRUPTS.get(type(event))
-        if interrupt is not None:
-            self.done = True
-            outcome = RunFinishedInterruptOutcome(interrupts=[interrupt(event)])  # type: ignore[arg-type]
-            delta = self._delta(event, status="awaiting_input")
-            return [*self._close(event), delta, self._finished(event, outcome)]
+        if isinstance(event, OUTCOMES):
+            interrupt = INTERRUPTS.get(type(event))
+            if interrupt is not None:
+                self.done = True
+                outcome = RunFinishedInterruptOutcome(interrupts=[interrupt(event)])
+                delta = self._delta(event, status="awaiting_input")
+                return [*self._close(event), delta, self._finished(event, outcome)]
         return []
 
     def _text(self, text: str, event: AnyEvent) -> list[BaseEvent]:
