@@ -210,3 +210,30 @@ class AgentCard(Wire):
     default_input_modes: list[str] = Field(description="Media types it reads.")
     default_output_modes: list[str] = Field(description="Media types it writes.")
     skills: list[AgentSkill] = Field(description="What it can do.")
+
+
+class JsonRpcRequest(BaseModel):
+    """A JSON-RPC 2.0 call to `/a2a` (SendMessage, SendStreamingMessage, GetTask, ListTasks,
+    CancelTask, SubscribeToTask, or their 0.3 names)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    jsonrpc: Literal["2.0"] = Field(description="The protocol version.")
+    id: str | int | None = Field(default=None, description="The call's id, echoed back.")
+    method: str = Field(description="The A2A method.")
+    params: dict[str, Any] = Field(default_factory=dict, description="The method's params.")
+
+
+class JsonRpcError(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    code: int = Field(description="-32700..-32600 JSON-RPC's, -32001..-32009 A2A's.")
+    message: str = Field(description="What went wrong.")
+
+
+class JsonRpcResponse(BaseModel):
+    """The answer (streaming methods: one per SSE event, each with an `id:` line)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    jsonrpc: Literal["2.0"] = Field(description="The protocol version.")
+    id: str | int | None = Field(description="The call's id.")
+    result: Any = Field(default=None, description="The method's result (A2A 1.0 shapes).")
+    error: JsonRpcError | None = Field(default=None, description="Or why it failed.")
