@@ -16,6 +16,7 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call, verdict
+from tests.support.gateway_client import bearer
 from tests.support.harness import System
 from tests.support.sse import Sse, events
 from tests.support.workers_support import decide_tools, tool_results
@@ -289,3 +290,21 @@ async def test_a_run_is_re_attached_through_another_gateway_after_a_sigkill(
     assert ids(before + rest) == ids(whole)
     assert [e.data for e in before + rest] == [e.data for e in whole]
     assert text(rest) == "Survived."
+
+
+async def test_another_principals_run_is_not_found_and_tokens_are_required(
+    secure_system: System,
+) -> None:
+    base = secure_system.http_url
+    body = run_input("Hello, it is Max")
+    async with httpx.AsyncClient(base_url=base, timeout=90) as anonymous:
+        assert (await anonymous.post("/ag-ui", json=body)).status_code == 401
+    async with httpx.AsyncClient(base_url=base, timeout=90, headers=bearer("max")) as max_:
+        async with max_.stream("POST", "/ag-ui", json=body) as response:
+            got = await read(response)
+        assert got[-1].json["type"] == "RUN_FINISHED"
+    async with httpx.AsyncClient(base_url=base, timeout=90, headers=bearer("nia")) as nia:
+        assert (await nia.get(f"/ag-ui/runs/{body['runId']}")).status_code == 404
+        assert (await nia.post(f"/ag-ui/runs/{body['runId']}/cancel")).status_code == 404
+        bad = {"Last-Event-ID": "not-an-id"}
+        assert (await nia.post("/ag-ui", json=run_input("hi"), headers=bad)).status_code == 422
