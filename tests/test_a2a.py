@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
@@ -30,6 +30,8 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 
+from contracts.state import RequestState
+from services.gateway.a2a.tasks import STATES
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
@@ -282,3 +284,8 @@ async def test_another_principals_task_is_not_found_and_tokens_are_required(
             },
         )
         assert answered["error"]["code"] == -32001
+
+
+def test_every_request_state_has_a_task_state() -> None:
+    """A new state of a request's life (an approval, say) needs its entry in STATES."""
+    assert set(get_args(RequestState)) == set(STATES)
