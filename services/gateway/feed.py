@@ -17,6 +17,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
@@ -84,10 +85,12 @@ class Feed:
                 await sub.unsubscribe()
 
     async def last(self, subject: str) -> int:
-        """The stream sequence of the last event stored on `subject`; Unavailable when there is
-        none or the bus cannot say."""
+        """The stream sequence of the last event stored on `subject` (0: none); Unavailable
+        when the bus cannot say."""
         try:
             msg = await self.bus.js.get_last_msg(self.bus.subjects.results_stream, subject)
+        except nats.js.errors.NotFoundError:
+            return 0
         except Exception as exc:
             raise Unavailable("The event store is unavailable; please retry.") from exc
         return int(msg.seq or 0)

@@ -234,7 +234,9 @@ class TaskService:
             record = await self.owned(principal, asked.id)
             if record.state in TERMINAL_STATES:
                 raise RpcError(-32004, f"Task {asked.id} has ended; GetTask has its result.")
-            task_id, after = asked.id, 0
+            # Its events since the last question it asked (an answered one is history).
+            subject = self.bus.subjects.request_clarification(asked.id)
+            task_id, after = asked.id, await self.feed.last(subject)
         return self._updates(principal, task_id, after, subscribe=name == "SubscribeToTask")
 
     async def _updates(
@@ -244,14 +246,17 @@ class TaskService:
         context = unscoped(principal, record.session_id)
         updates = Updates(task_id, context)
         yield f"{after}.0", StreamResponse(task=task_of(record))
+        if subscribe and state_of(record) == "TASK_STATE_INPUT_REQUIRED":
+            return  # interrupted: it goes on when the client answers it
         async for stored in self.feed.follow(task_id, after):
             if stored is None:
                 yield None
                 continue
+            # A subscriber got the task as it is now: what happened before that is in it.
+            past = stored.event.ts <= record.updated_at
+            if subscribe and past and not isinstance(stored.event, ENDS):
+                continue
             responses = updates.take(stored.event)
-            # A subscriber got the task as it is now: the stored past only brings it up to date.
-            if subscribe and stored.event.ts < record.updated_at:
-                responses = [] if not updates.done else responses
             for k, response in enumerate(responses):
                 yield f"{stored.seq}.{k}", response
             if updates.done:
