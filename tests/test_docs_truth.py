@@ -184,12 +184,12 @@ def flags(parser: argparse.ArgumentParser) -> set[str]:
 def command_lines(text: str) -> list[tuple[str, str]]:
     """(subcommand, the rest) of each `sidekick <cmd> …` in backticks or a code block line."""
     spans = re.findall(r"`(sidekick [^`]+)`", text)
-    spans += [
-        line.split("#")[0].strip()
-        for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, re.S)
-        for line in block.splitlines()
-        if line.lstrip().startswith("sidekick ")
-    ]
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif fenced and line.lstrip().startswith("sidekick "):
+            spans.append(line.split("#")[0].strip())
     out = []
     for span in spans:
         words = span.split()
