@@ -325,3 +325,35 @@ def test_every_bus_subject_and_stream_is_in_the_readmes_table_of_the_bus() -> No
     assert not templates - shown, f"subjects not in the bus table: {sorted(templates - shown)}"
     streams = {getattr(subjects.DEFAULT, n) for n in dir(subjects.DEFAULT) if n.endswith("_stream")}
     assert not {s for s in streams if s not in table}, "a stream is missing from the bus table"
+
+
+def test_the_nats_users_table_gives_each_role_its_publishes_and_buckets() -> None:
+    from services.runtime.bus.topology import roles
+
+    s = subjects.DEFAULT
+    rows = {
+        row[0].strip("`"): row
+        for row in table_rows(section(DOCS["nats-security.md"], "## The configuration"))
+        if len(row) == 6
+    }
+    wrong = []
+    for service, role in roles(s).items():
+        if service not in rows:
+            wrong.append(f"{service}: no row")
+            continue
+        publishes, reads = rows[service][1], rows[service][4]
+        shown = set()
+        for pattern in re.findall(r"`([^`]+)`", publishes):
+            head, _, tail = pattern.replace("\\|", "|").rpartition(".")
+            shown |= {f"{head}.{t}" if head else t for t in tail.split("|")}
+        # Readiness (health.ping / health.pong.<service>) is a sentence under the table.
+        readiness = (s.ping, s.pong(service))
+        for subject in (p for p in role.publish if p not in readiness):
+            relative = subject.removeprefix(f"{s.namespace}.")
+            if relative not in shown:
+                wrong.append(f"{service}: publishes {relative}, the table does not say so")
+        buckets = set(re.findall(r"`([a-z_]+)`", reads))
+        wrong += [
+            f"{service}: reads bucket {b}, not in the table" for b in role.reads if b not in buckets
+        ]
+    assert not wrong, wrong
