@@ -357,3 +357,20 @@ def test_the_nats_users_table_gives_each_role_its_publishes_and_buckets() -> Non
             f"{service}: reads bucket {b}, not in the table" for b in role.reads if b not in buckets
         ]
     assert not wrong, wrong
+
+
+def test_every_setting_deploy_sets_is_one_the_code_reads() -> None:
+    """The manifests' ConfigMap literals (`SIDEKICK_X=...`) and container env names."""
+    streams = {getattr(subjects.DEFAULT, n) for n in dir(subjects.DEFAULT) if n.endswith("_stream")}
+    set_by_deploy = {
+        name
+        for path in (ROOT / "deploy").rglob("*.yaml")
+        for name in re.findall(r"(?:- |name: )(SIDEKICK_[A-Z0-9_]+)\b", path.read_text())
+    }
+    unread = sorted(
+        n
+        for n in set_by_deploy - read_variables() - streams
+        if not n.startswith("SIDEKICK_NATS_PASSWORD_")
+    )
+    assert set_by_deploy, "nothing found in deploy/: the scan is broken"
+    assert not unread, f"deploy/ sets them, no code reads them: {unread}"
