@@ -4,7 +4,7 @@ table's shorthand for a group of variables, and a default as the docs write it."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,11 +41,11 @@ def table_rows(text: str) -> list[list[str]]:
     return [r for r in rows if r[0] not in {"Variable", "Metric", "Subject (under the namespace)"}]
 
 
-def abbreviated_names(cell: str, known: Iterable[str]) -> list[str]:
+def abbreviated_names(cell: str, known: tuple[Callable[[str], bool], ...]) -> list[str]:
     """The variables one table cell names: `SIDEKICK_LLM_BASE_URL` / `_API_KEY` / `_MODEL` is
     three, a `_SUFFIX` standing for the first name with its last word or two replaced (or with
-    the suffix added: `SIDEKICK_MAX_CONNECTIONS` / `_PER_CLIENT`), whichever the code reads."""
-    known = set(known)
+    the suffix added: `SIDEKICK_MAX_CONNECTIONS` / `_PER_CLIENT`), whichever the code reads
+    (`known`: tests of that, strongest first)."""
     names: list[str] = []
     for token in re.findall(r"`([^`]+)`", cell):
         if token.startswith("SIDEKICK_") or not names:
@@ -56,11 +56,9 @@ def abbreviated_names(cell: str, known: Iterable[str]) -> list[str]:
             continue
         words = names[0].split("_")
         candidates = ["_".join(words[:-1]) + token, "_".join(words[:-2]) + token, names[0] + token]
-        names.append(
-            next(
-                (c for c in candidates if c.replace("<ROLE>", "FRONTLINE") in known), candidates[0]
-            )
-        )
+        # The first candidate the strongest test knows (a literal name before a pattern).
+        real = [c for test in known for c in candidates if test(c)]
+        names.append((real or candidates)[0])
     return names
 
 
