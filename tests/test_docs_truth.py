@@ -330,3 +330,22 @@ def test_every_setting_deploy_sets_is_one_the_code_reads() -> None:
     )
     assert set_by_deploy, "nothing found in deploy/: the scan is broken"
     assert not unread, f"deploy/ sets them, no code reads them: {unread}"
+
+
+def test_the_maps_of_the_code_name_every_command_and_the_eval_cases_count() -> None:
+    commands = set(subcommands())
+    cli_row = next(r for r in table_rows(section(README, "## Map of the code")) if "cli/" in r[0])
+    floor = next(
+        line for line in DOCS["architecture.md"].splitlines() if line.startswith("services/cli/")
+    )
+    wrong = [f"README's map: {c}" for c in sorted(commands) if f"`{c}`" not in cli_row[1]]
+    wrong += [
+        f"architecture.md's floors: {c}"
+        for c in sorted(commands)
+        if c not in re.split(r"[\s,:]+", floor)
+    ]
+    assert not wrong, f"commands the maps of the code leave out: {wrong}"
+    cases = (ROOT / "services/evals/cases.jsonl").read_text().splitlines()
+    said = re.search(r"`services/evals/cases\.jsonl`, (\d+) cases", README)
+    assert said, "the README no longer says how many eval cases there are"
+    assert int(said[1]) == len([c for c in cases if c.strip()])
