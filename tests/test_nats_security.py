@@ -18,6 +18,7 @@ from nats.aio.client import Client as NATS
 from contracts import Subjects
 from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, inbox_prefix, write_config
+from services.runtime.bus.natslogin import variable
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.topology import (
     BUCKETS,
@@ -281,9 +282,13 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
         assert sorted(urls) == sorted(SERVICES)
         passwords = set()
         for service, url in urls.items():
-            user, _, rest = url.removeprefix("nats://").partition(":")
-            assert user == service
-            passwords.add(rest.split("@")[0])
+            assert "@" not in url, "the login travels apart from the URL"
+            environ = environs[service]
+            assert environ[variable("USER", service)] == service
+            passwords.add(environ[variable("PASSWORD", service)])
+            others = [o for o in SERVICES if o != service and variable("PASSWORD", o) in environ]
+            assert not others, f"{service} holds the NATS password of {others}"
+            assert variable("PASSWORD", ADMIN) not in environ
         assert len(passwords) == len(SERVICES), "one password per service"
         # Each process holds only its role's keys.
         holders = {
@@ -301,7 +306,8 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
         assert holders["SIDEKICK_LLM_API_KEY"] == set(SERVICES) - {"gateway"}
         assert holders["SIDEKICK_EVALUATOR_LLM_API_KEY"] == {"evaluator"}
         assert holders["SIDEKICK_TOKEN"] == set()
-        assert not [e for e in environs.values() if "NATS_PASSWORD" in "".join(e)]
+        # The nats-server's own variables (every user's password) reach no service.
+        assert not [e for e in environs.values() if "SIDEKICK_NATS_PASSWORD_" in "".join(e)]
         config = (data / "nats.conf").read_text()
         assert oct((data / "nats.conf").stat().st_mode & 0o777) == "0o600"
         shown = out.read_text() + config

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import nats.errors
@@ -18,6 +18,7 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
+from services.runtime.bus.natslogin import Login
 from services.runtime.requests import outbox
 
 
@@ -60,7 +61,7 @@ async def _quiet(_: Exception) -> None:
 async def from_nats(nats_url: str, namespace: str, limit: int) -> list[OutboxEntry]:
     nc = NATS()
     await nc.connect(
-        nats_url,
+        **Login.from_env(nats_url, os.environ).options(),
         connect_timeout=5,
         max_reconnect_attempts=1,  # 0 would mean "retry forever" to nats-py
         allow_reconnect=False,
@@ -73,12 +74,8 @@ async def from_nats(nats_url: str, namespace: str, limit: int) -> list[OutboxEnt
 
 
 def without_password(url: str) -> str:
-    """`url` fit to print: a NATS URL carries its user's password (docs/nats-security.md)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """`url` (one server or a list) fit to print: a NATS URL may carry a password."""
+    return Login.from_env(url, {}).where
 
 
 def show(
