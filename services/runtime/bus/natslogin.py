@@ -72,18 +72,23 @@ class Login:
     def from_env(cls, url: str, env: Mapping[str, str], service: str | None = None) -> Login:
         """The login for `url` (one server or a list) from `env`, `service`'s own first."""
 
+        owners = (service, None) if service else (None,)
+
         def get(what: str) -> str | None:
-            for name in (variable(what, service) if service else None, variable(what)):
-                if name and env.get(name):
-                    return env[name]
+            for owner in owners:
+                if env.get(variable(what, owner)):
+                    return env[variable(what, owner)]
             return None
 
         def secret(what: str) -> str | None:
-            value = get(what)
-            path = get(f"{what}_FILE")
-            if value is None and path is not None:
-                value = Path(path).read_text().strip()
-            return value
+            # The service's own (value, then file) before the shared one (value, then file).
+            for owner in owners:
+                if env.get(variable(what, owner)):
+                    return env[variable(what, owner)]
+                path = env.get(variable(f"{what}_FILE", owner))
+                if path:
+                    return Path(path).read_text().strip()
+            return None
 
         servers: list[str] = []
         in_url: tuple[str | None, str | None] = (None, None)
