@@ -176,6 +176,7 @@ class Load:
         self.clients: list[Client] = []
         self.request_ids: list[str] = []
         self.ends: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()
         self.ended_at: dict[str, float] = {}
         self.parked: Client | None = None
         self.parked_id = ""
@@ -207,6 +208,7 @@ class Load:
                 if "on_chat_model_end" in frame:
                     self.ends[rid] += 1
                     self.ended_at.setdefault(rid, time.monotonic())
+                    self.outcomes[str(frame.get("status"))] += 1
                     return
 
         await asyncio.gather(
@@ -280,10 +282,12 @@ async def under_load(
         "last_answer_after_fault_began_s": round(last_answer, 1),
         "readyz_not_200_s": round(max(not_ready) - min(not_ready), 1) if not_ready else 0.0,
         "emails_sent": sum(sent.values()),
+        "outcomes": dict(load.outcomes),
     }
     REPORT[name] = report
     assert all(n == 1 for n in load.ends.values()), load.ends
     assert all(n == 1 for n in ours.values()), f"terminal events per request: {ours}"
+    assert load.outcomes == {"completed": REQUESTS}, load.outcomes
     assert sum(sent.values()) == len(sent) == REQUESTS // EMAIL_EVERY, sent
     for service, offset in offsets.items():
         tail = system.log(service)[offset:]
