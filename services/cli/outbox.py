@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import nats.errors
@@ -18,7 +19,7 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
-from services.runtime.bus.natslogin import Login
+from services.runtime.bus.natslogin import Login, split_servers
 from services.runtime.requests import outbox
 
 
@@ -74,8 +75,15 @@ async def from_nats(nats_url: str, namespace: str, limit: int) -> list[OutboxEnt
 
 
 def without_password(url: str) -> str:
-    """`url` (one server or a list) fit to print: a NATS URL may carry a password."""
-    return Login.from_env(url, {}).where
+    """`url` (one server or a list) fit to print: a NATS URL may carry its user's password."""
+    shown = []
+    for server in split_servers(url):
+        parts = urlsplit(server)
+        if parts.password is not None:
+            where = parts.netloc.rpartition("@")[2]
+            server = urlunsplit(parts._replace(netloc=f"{parts.username}:***@{where}"))
+        shown.append(server)
+    return ",".join(shown)
 
 
 def show(
