@@ -72,6 +72,20 @@ def test_a_services_own_login_wins_over_the_shared_one_and_files_are_read(
 
 
 @pytest.mark.fast
+def test_tls_is_on_for_a_tls_url_or_a_configured_ca_and_off_otherwise() -> None:
+    import ssl
+
+    assert "tls" not in Login.from_env("nats://a:1", {}).options()
+    assert isinstance(Login.from_env("tls://a:1", {}).options()["tls"], ssl.SSLContext)
+    ca = ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
+    login = Login.from_env("nats://a:1", {"SIDEKICK_NATS_TLS_CA": ca})
+    context = login.options()["tls"]
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    with pytest.raises(FileNotFoundError):
+        Login.from_env("nats://a:1", {"SIDEKICK_NATS_TLS_CA": "/no/such/ca.pem"}).options()
+
+
+@pytest.mark.fast
 def test_a_service_holds_its_own_nats_password_and_never_another_services() -> None:
     env = {variable("PASSWORD", s): s for s in ("gateway", "workers")}
     env["SIDEKICK_NATS_PASSWORD"] = "shared"
