@@ -13,10 +13,8 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
-import hmac
 import logging
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -37,7 +35,7 @@ from contracts.subjects import Derived
 from services.runtime.base.logs import request_context
 from services.runtime.base.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
 from services.runtime.base.settings import Settings
-from services.runtime.bus import poison, topology
+from services.runtime.bus import poison, sealing, topology
 from services.runtime.bus.consumer import Consumer
 
 log = logging.getLogger("sidekick.bus")
@@ -154,6 +152,7 @@ class Bus:
         self._ticker: asyncio.Task[None] | None = None
         self._listening: tuple[datetime, int] | None = None
         self._js: JetStreamContext | None = None
+        self._secret: bytes | None = None
 
     async def setup(self, *, wait: float | None = None) -> None:
         """Connect and bind to the role's buckets and consumers, which the bootstrap step made
@@ -181,15 +180,11 @@ class Bus:
     kv: Derived[Bus, Buckets] = Derived(lambda bus: _set_up(bus._buckets))
 
     def own_key(self, key: str) -> str:
-        """`key` sealed with this role's own secret, its NATS password (which its replicas share
-        and no other role holds), so no other role can publish first under it and have this
-        role's message dropped as a duplicate. Unchanged without a password (no NATS users:
-        then no role is kept from any subject anyway)."""
-        password = urllib.parse.urlsplit(self.settings.nats_url.split(",")[0].strip()).password
-        if not password:
-            return key
-        seal = hmac.new(password.encode(), f"{self.service}:{key}".encode(), hashlib.sha256)
-        return f"{key}:{seal.hexdigest()[:32]}"
+        """`key` sealed with this role's own login secret (sealing.py): no other role can
+        publish first under it and have this role's message dropped as a duplicate."""
+        if self._secret is None:
+            self._secret = sealing.role_secret(self.settings, self.service)
+        return sealing.seal(self._secret, self.service, key)
 
     async def publish(self, event: BaseModel, subject: str, *, dedupe_key: str) -> None:
         """Durable publish on JetStream; the server drops a second copy with the same key. The
