@@ -31,6 +31,9 @@ from tests.support.replicas import FINAL, Tally, finals_on_the_bus, run_sessions
 REPLICAS = 3
 SESSIONS = 100
 REQUESTS_EACH = 10  # 1,000 requests
+# Seconds the 1,000 get to end: a few times what they take on a busy 2-core machine (before the
+# fix, hung requests never end and the test fails at this bound, naming them).
+BUDGET = 420
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +84,7 @@ async def check_every_request_ended_once(
     return {"ends": dict(tally.statuses()), "records": dict(records), "emails": len(sends)}
 
 
+@pytest.mark.timeout(600)
 async def test_with_three_replicas_of_everything_a_thousand_requests_each_end_exactly_once(
     replicated: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, nc: NATS, probe: Probe
 ) -> None:
@@ -88,11 +92,11 @@ async def test_with_three_replicas_of_everything_a_thousand_requests_each_end_ex
     mailed = len(sendgrid.mails)
     tally = Tally()
     began = time.monotonic()
-    await run_sessions(replicated.gateway_urls, SESSIONS, REQUESTS_EACH, tally, "load")
+    await run_sessions(replicated.gateway_urls, SESSIONS, REQUESTS_EACH, tally, "load", BUDGET)
     took = time.monotonic() - began
-    assert len(tally.kinds) == SESSIONS * REQUESTS_EACH
     mails = sendgrid.mails[mailed:]
     figures = await check_every_request_ended_once(tally, nc, replicated, mails, "load", probe)
+    assert len(tally.kinds) == SESSIONS * REQUESTS_EACH, "every session sent all its requests"
     kinds = Counter(tally.kinds.values())
     assert kinds["cancel"] and kinds["ask"] and kinds["email"] and kinds["fail"], kinds
     retried = sum(1 for c in fake_llm.chat_calls("fake-evaluator") if "(revised)" in str(c))
@@ -109,7 +113,8 @@ async def test_a_replica_of_each_service_sigkilled_mid_request_loses_nothing(
     script(fake_llm, hold=hold)
     mailed = len(sendgrid.mails)
     tally = Tally()
-    load = asyncio.create_task(run_sessions(replicated.gateway_urls, 30, 2, tally, "kill"))
+    urls = replicated.gateway_urls
+    load = asyncio.create_task(run_sessions(urls, 30, 2, tally, "kill", budget=150))
 
     def held() -> int:
         return len(fake_llm.chat_calls("fake-worker"))
@@ -123,7 +128,7 @@ async def test_a_replica_of_each_service_sigkilled_mid_request_loses_nothing(
         replicated.kill(name)
     hold.set()  # the rest of the replicas take over what the dead ones held
     try:
-        await asyncio.wait_for(load, 150)
+        await load
     finally:
         for name in victims:
             await asyncio.to_thread(replicated.restart, name)

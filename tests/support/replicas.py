@@ -121,7 +121,7 @@ async def one_request(client: Client, rid: str, kind: str, text: str, tally: Tal
     ends = tally.ends.setdefault(rid, [])
     await client.send({"uuid": client.uuid, "message": text, "request_id": rid})
     while True:
-        frame = await client.recv(timeout=90)
+        frame = await client.recv(timeout=60)
         if frame.get("request_id") != rid:
             continue
         if kind == "cancel" and frame.get("event") == "ack" and frame.get("action") == "message":
@@ -165,12 +165,19 @@ async def session(url: str, k: int, requests: int, tally: Tally, prefix: str) ->
 
 
 async def run_sessions(
-    urls: list[str], sessions: int, requests: int, tally: Tally, prefix: str
+    urls: list[str], sessions: int, requests: int, tally: Tally, prefix: str, budget: float
 ) -> None:
-    """`sessions` sessions at once, spread over the gateways at `urls` (session k on k mod G)."""
-    await asyncio.gather(
-        *(session(urls[k % len(urls)], k, requests, tally, prefix) for k in range(sessions))
-    )
+    """`sessions` sessions at once, spread over the gateways at `urls` (session k on k mod G),
+    for at most `budget` seconds: a request sent and not ended by then is stuck."""
+    runs = [
+        asyncio.create_task(session(urls[k % len(urls)], k, requests, tally, prefix))
+        for k in range(sessions)
+    ]
+    _, late = await asyncio.wait(runs, timeout=budget)
+    for run in late:
+        run.cancel()
+    await asyncio.gather(*late, return_exceptions=True)
+    tally.stuck += [rid for rid, ends in tally.ends.items() if not ends and rid not in tally.stuck]
 
 
 async def finals_on_the_bus(nc: NATS, namespace: str, prefix: str) -> Counter[str]:
