@@ -254,7 +254,9 @@ class Stack(ServiceProcesses):
         env.update(self.extra_env)
         return env
 
-    def start(self, timeout: float = 90.0) -> Stack:
+    def start(self, timeout: float | None = None) -> Stack:
+        """Start everything; `timeout` (default: 60 s and 10 s per service process, since
+        their start-ups share the cores) for the services to be ready."""
         # nats-server's monitoring endpoint gives messages per request (/varz counters).
         if self.external_nats is None:
             self.monitor_port = free_port()
@@ -266,9 +268,10 @@ class Stack(ServiceProcesses):
         # The streams, buckets and consumers, as `sidekick up` makes them before the services.
         bootstrap_process(self.env(), self.root).check_returncode()
         self.gateway_ports = [self.gateway_port] + [free_port() for _ in range(self.gateways - 1)]
-        for name in replica_names(self.replicas, self.gateway_ports):
+        names = replica_names(self.replicas, self.gateway_ports)
+        for name in names:
             self.launch(name)
-        self.wait_ready(timeout)
+        self.wait_ready(timeout if timeout is not None else 60.0 + 10.0 * len(names))
         return self
 
     def log_path(self, name: str) -> Path:
