@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
+from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
 
@@ -85,6 +86,11 @@ class WorkerTask(Event):
     preferences: dict[str, str] = Field(
         default_factory=dict, description="The user's standing preferences (workflows)."
     )
+    approval_id: str | None = Field(
+        default=None,
+        description="An approval decided for this request's action: the worker runs only the "
+        "arguments whose digest it holds, or reports the decline.",
+    )
 
 
 class WorkerResult(Event):
@@ -103,6 +109,11 @@ class WorkerResult(Event):
         default_factory=list,
         description="Questions the user must answer before the task can be done (e.g. the "
         "research planner's); the request is parked until they are answered.",
+    )
+    approval: ApprovalAsk | None = Field(
+        default=None,
+        description="An action the worker may not take without a person's approval; the "
+        "request is parked until it is approved or declined.",
     )
 
 
@@ -222,6 +233,9 @@ class ClarificationRequested(Event):
     questions: list[Question] = Field(description="What the user must answer.")
     source: Literal["evaluator", "planner"] = Field(description="Who asked.")
     attempt: int | None = Field(default=None, description="The attempt that needed input.")
+    approval: Approval | None = Field(
+        default=None, description="Set when the request waits for approval of an action."
+    )
 
 
 class ClarificationAnswered(Event):
@@ -231,6 +245,9 @@ class ClarificationAnswered(Event):
     answers: dict[str, str] = Field(default_factory=dict, description="Answers by question id.")
     message: str = Field(default="", description="What the user wrote, as free text.")
     additional_context: str | None = Field(default=None, description="Anything else given.")
+    approval_id: str | None = Field(
+        default=None, description="The approval this answer decided (see the approvals bucket)."
+    )
 
 
 class CancelRequested(Event):

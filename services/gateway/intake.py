@@ -27,6 +27,7 @@ from contracts import (
     Turn,
 )
 from contracts.base import IfBusy
+from services.gateway import approving
 from services.gateway.deliveries import Deliveries
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.limits import Limits
@@ -230,12 +231,21 @@ class Intake:
         answers: dict[str, str] | None = None,
         additional_context: str | None = None,
         taken: Callable[[], None] | None = None,
+        approval_id: str | None = None,
     ) -> RequestRecord:
         """Resume a parked request with the user's answers (ClarificationAnswered). Exactly one
         of several concurrent answers wins: each moves the request's record from
         awaiting_clarification by compare-and-set, and every other one gets Conflict. `taken`
         is told when this answer has won, before the request can go on."""
         tracked = await self._owned(principal, request_id)
+        if tracked.value.state == "awaiting_approval" or approval_id is not None:
+            record = await approving.decide(self.bus, principal, tracked, message, approval_id)
+            # Counted as in flight again until its end arrives (a decision is never undone
+            # for the per-minute limit: it was taken).
+            self.limits.admit(principal, request_id)
+            if taken is not None:
+                taken()
+            return record
         parked, asked = tracked.revision, _asked(tracked.value)
         try:
             tracked = await records(self.bus).move(

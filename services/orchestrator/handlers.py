@@ -26,7 +26,8 @@ from contracts import (
     WorkerResult,
     parse_event,
 )
-from services.orchestrator import loop, prompts
+from services.orchestrator import approvals, loop, prompts
+from services.orchestrator.approving import expire, open_approval
 from services.orchestrator.cache import CacheEntry, SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
@@ -45,6 +46,7 @@ from services.runtime.bus.core import Bus, msg_id, redelivered
 from services.runtime.llm import LLMClient
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import cancels
+from services.runtime.requests.approvals import Approvals
 from services.runtime.requests.failures import failure_code
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
 from services.runtime.requests.outcomes import finish
@@ -94,7 +96,8 @@ class Orchestrator:
         await self._advance(state, tracked)
 
     async def on_result(self, result: WorkerResult) -> None:
-        state = await self.store.update(result.request_id, lambda s: loop.on_result(s, result))
+        ttl = self.bus.settings.approval_timeout
+        state = await self.store.update(result.request_id, lambda s: loop.on_result(s, result, ttl))
         if state.status != "evaluating":  # the attempt ended without a verdict
             write_attempt_span(state, result.attempt)
         await self._advance(state)
@@ -116,6 +119,18 @@ class Orchestrator:
         await self._advance(state)
 
     async def on_answered(self, event: ClarificationAnswered) -> None:
+        if event.approval_id is not None:
+            found = await Approvals(self.bus.kv.approvals).load(event.approval_id)
+            if found is None:
+                log.warning("request %s: no approval %s", event.request_id, event.approval_id)
+                return
+            decided = found.value
+            state = await self.store.update(
+                event.request_id, lambda s: approvals.decided(s, decided)
+            )
+            await self.parking.release(event.request_id)
+            await self._advance(state)
+            return
         state = await self.store.update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
         await self._advance(state)
@@ -141,6 +156,13 @@ class Orchestrator:
         await self._advance(state)
 
     async def on_parked_timeout(self, request_id: str) -> None:
+        waiting = await self.store.load(request_id)
+        if waiting is not None and waiting.approval is not None:
+            expired = await expire(self.bus, waiting.approval)
+            if expired.state == "expired":  # else a person's decision won and resumes it
+                state = await self.store.update(request_id, lambda s: approvals.decided(s, expired))
+                await self._advance(state)
+            return
         timeout = self.bus.settings.clarification_timeout
         error = (
             f"No answer to the clarification questions arrived within {timeout:g} seconds; "
@@ -266,6 +288,7 @@ class Orchestrator:
             attempt=task.attempt,
             detail=detail,
             clarification_questions=[],
+            approvals=state.approvals,
         )
         await self._progress(state, "attempt_started", detail, attempt=task.attempt)
         with in_attempt(state, task.attempt):
@@ -289,7 +312,10 @@ class Orchestrator:
 
     async def _finish(self, state: LoopState, message: Finish, tracked: Tracked | None) -> None:
         event = message.event
-        if event.kind == "request.clarification":
+        if event.kind == "request.clarification" and event.approval is not None:
+            await open_approval(self.bus, event.approval)
+            await self.parking.park(event.request_id, self.bus.settings.approval_timeout)
+        elif event.kind == "request.clarification":
             CLARIFICATIONS.labels(event.source).inc()
             await self.parking.park(event.request_id, self.bus.settings.clarification_timeout)
         elif event.kind == "request.completed":

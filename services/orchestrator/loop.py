@@ -20,6 +20,7 @@ from contracts import (
     VerdictIssued,
     WorkerResult,
 )
+from services.orchestrator import approvals
 from services.orchestrator.projection import (
     Dispatch,
     Evaluate,
@@ -124,7 +125,7 @@ def _fail(
     )
 
 
-def on_result(state: LoopState, result: WorkerResult) -> LoopState:
+def on_result(state: LoopState, result: WorkerResult, approval_ttl: float = 3600) -> LoopState:
     cur = state.current
     if state.status != "working" or cur is None or cur.n != result.attempt or cur.result:
         return state  # stale or duplicate
@@ -132,6 +133,8 @@ def on_result(state: LoopState, result: WorkerResult) -> LoopState:
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + result.usage})
     if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
         return _park(state, result.clarification_questions)
+    if result.approval is not None:
+        return approvals.park(state, result.approval, cur.n, approval_ttl)
     if not result.success:
         if result.retryable and cur.n < state.max_attempts:
             return _next_attempt(state)

@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     clarification_timeout: float = Field(
         default=24 * 3600, gt=0, description="Seconds a parked request waits for answers."
     )
+    approval_timeout: float = Field(
+        default=3600, gt=0, description="Seconds an action waits for approval, then declined."
+    )
     sweep_interval: float = Field(default=15.0, gt=0, description="Parked-request check, s.")
     workers: str = Field(
         default="GENERAL,SEARCH,RESEARCH,EMAIL,TOOLS",

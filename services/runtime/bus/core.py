@@ -87,6 +87,7 @@ class Buckets:
     requests = _granted("requests")
     sessions = _granted("sessions")
     ledger = _granted("ledger")
+    approvals = _granted("approvals")
     status = _granted("status")
     cache = _granted("cache")
 
