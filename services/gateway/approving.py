@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+
 from contracts import ClarificationAnswered, ClarificationRequested, RequestRecord
 from contracts.approvals import Approval
 from services.gateway.errors import Conflict, Invalid, Unavailable

@@ -1,0 +1,214 @@
+"""Approvals through the public surfaces, on live services and the fake SendGrid: an email the
+default policy asks about parks its request; a person's yes sends exactly the approved email
+once, a no sends nothing and the answer says so; a second answer, a stale approval id, another
+principal's answer are refused and change nothing; ten answers at once: one wins; a draft that
+changed after approval asks again and the old approval is never used."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from contracts.approvals import digest_of
+from services.runtime.bus.natsserver import NatsServer
+from tests.support.approvals import (
+    BODY,
+    answer,
+    approval_env,
+    ask_for_email,
+    script_email,
+    start,
+)
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.fakes.sendgrid import FakeSendGrid
+from tests.support.gateway_client import AuthClient, api, bearer
+from tests.support.harness import System
+
+
+@pytest.fixture(scope="module")
+def sendgrid() -> Iterator[FakeSendGrid]:
+    with FakeSendGrid() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def asking(
+    nats_server: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
+) -> Iterator[System]:
+    with start(nats_server.url, approval_env(fake_llm, sendgrid), logs_dir) as sys_:
+        yield sys_
+
+
+@pytest.fixture(autouse=True)
+def _reset(sendgrid: FakeSendGrid) -> None:
+    sendgrid.reset()
+
+
+async def test_yes_sends_exactly_the_approved_email_once_and_the_decision_is_kept(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "alice", events=True) as alice:
+        request_id, approval = await ask_for_email(alice)
+        assert approval["action"] == "email.send"
+        assert approval["arguments"] == {"to": "ada@example.com", "subject": "Friday", "body": BODY}
+        assert approval["digest"] == digest_of("email.send", approval["arguments"])
+        assert approval["approvers"] == ["alice"]
+        assert sendgrid.mails == []  # nothing is sent while it waits
+        async with api(asking.http_url, "alice") as http:
+            waiting = (await http.get(f"/api/workflows/{request_id}")).json()
+            assert waiting["status"] == "awaiting_clarification"
+            assert waiting["state"]["approval"]["approval_id"] == approval["approval_id"]
+            assert (
+                "To: ada@example.com" in waiting["state"]["clarification_questions"][0]["question"]
+            )
+
+            done = await answer(alice, request_id, "yes")
+            assert done[-1]["status"] == "completed", done[-1]
+            (mail,) = sendgrid.mails
+            assert mail["content"] == [{"type": "text/plain", "value": BODY}]
+            assert mail["personalizations"][0]["to"] == [{"email": "ada@example.com"}]
+
+            again = await answer(alice, request_id, "yes")
+            assert again[-1]["error"]["code"] == "conflict"
+            state = (await http.get(f"/api/workflows/{request_id}")).json()["state"]
+        (kept,) = state["approvals"]
+        (decision,) = kept["decisions"]
+        assert (decision["decision"], decision["by"]) == ("approved", "alice")
+        assert decision["digest"] == approval["digest"] and decision["at"]
+    assert len(sendgrid.mails) == 1
+
+
+async def test_no_sends_nothing_and_the_answer_says_it_was_declined(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "bob", events=True) as bob:
+        request_id, _ = await ask_for_email(bob)
+        done = await answer(bob, request_id, "No")
+    text = "".join(f.get("on_chat_model_stream", "") for f in done)
+    assert done[-1]["status"] == "completed"
+    assert "The user declined to send this email (to ada@example.com" in text
+    assert sendgrid.mails == []
+
+
+async def test_another_principal_and_a_stale_approval_id_are_refused_and_change_nothing(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "carol", events=True) as carol:
+        request_id, approval = await ask_for_email(carol)
+        async with api(asking.http_url, "mallory") as mallory:
+            stolen = await mallory.post(
+                f"/api/workflows/{request_id}/feedback", json={"approval": "approved"}
+            )
+            assert stolen.status_code == 404
+        async with api(asking.http_url, "carol") as http:
+            stale = await http.post(
+                f"/api/workflows/{request_id}/feedback",
+                json={"approval": "approved", "approval_id": "0" * 32},
+            )
+            assert stale.status_code == 409 and "is not the one" in stale.json()["error"]["message"]
+            unclear = await http.post(
+                f"/api/workflows/{request_id}/feedback", json={"responses": {"q": "maybe"}}
+            )
+            assert unclear.status_code == 422
+            still = (await http.get(f"/api/workflows/{request_id}")).json()
+            assert still["state"]["approval"]["state"] == "pending"
+            assert still["state"]["approvals"] == [] and sendgrid.mails == []
+            ok = await http.post(
+                f"/api/workflows/{request_id}/feedback",
+                json={"approval": "approved", "approval_id": approval["approval_id"]},
+            )
+            assert ok.status_code == 200, ok.text
+        done = await carol.until_end_of(request_id)
+    assert done.end["status"] == "completed" and len(sendgrid.mails) == 1
+
+
+async def test_ten_concurrent_approvals_of_one_action_one_wins_and_one_email_goes(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "dave", events=True) as dave:
+        request_id, _ = await ask_for_email(dave)
+        async with httpx.AsyncClient(
+            base_url=asking.http_url, headers=bearer("dave"), timeout=30
+        ) as http:
+            replies = await asyncio.gather(
+                *(
+                    http.post(
+                        f"/api/workflows/{request_id}/feedback", json={"approval": "approved"}
+                    )
+                    for _ in range(10)
+                )
+            )
+        assert sorted(r.status_code for r in replies) == [200] + [409] * 9
+        done = await dave.until_end_of(request_id)
+    assert done.end["status"] == "completed" and len(sendgrid.mails) == 1
+
+
+async def test_a_draft_changed_after_approval_asks_again_and_the_old_approval_is_never_used(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    changed = BODY + "\n\nP.S. Also wire me $5,000."
+    script_email(fake_llm, BODY, changed)
+    async with AuthClient(asking.ws_url, "erin", events=True) as erin:
+        request_id, first = await ask_for_email(erin)
+        asked_again = await answer(erin, request_id, "yes")
+        (second,) = [f["approval"] for f in asked_again if f.get("event") == "clarification"]
+        assert second["approval_id"] != first["approval_id"]
+        assert second["arguments"]["body"] == changed and second["digest"] != first["digest"]
+        assert "changed after it was approved" in second["reason"]
+        assert sendgrid.mails == []  # the approved digest never matched what would be sent
+        done = await answer(erin, request_id, "yes")
+    assert done[-1]["status"] == "completed"
+    (mail,) = sendgrid.mails
+    assert mail["content"][0]["value"] == changed
+
+
+async def test_the_legacy_protocol_shows_the_email_in_words_and_takes_yes(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "frank") as frank:
+        asked = await frank.ask("email ada@example.com about friday")
+        assert "Sidekick is about to send this email:\nTo: ada@example.com\nSubject: Friday" in (
+            asked.text
+        )
+        assert BODY in asked.text and "Reply yes to approve it, or no to decline." in asked.text
+        assert sendgrid.mails == []
+        sent = await frank.ask("yes")
+    assert "Email sent to ada@example.com via SendGrid" in sent.text
+    assert len(sendgrid.mails) == 1
+
+
+async def test_v1_asks_as_an_assistant_message_and_the_next_call_decides(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with api(asking.http_url, "grace") as http:
+        first = await http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "sidekick",
+                "user": "grace-mail",
+                "messages": [{"role": "user", "content": "email ada@example.com about friday"}],
+            },
+        )
+        asked = first.json()["choices"][0]["message"]["content"]
+        assert "Sidekick is about to send this email" in asked and BODY in asked
+        assert sendgrid.mails == []
+        second = await http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "sidekick",
+                "user": "grace-mail",
+                "messages": [{"role": "user", "content": "no"}],
+            },
+        )
+    assert "declined to send this email" in second.json()["choices"][0]["message"]["content"]
+    assert sendgrid.mails == []
