@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.async_api import expect
 
 from contracts.approvals import digest_of
 from services.runtime.bus.natsserver import NatsServer
@@ -27,6 +28,8 @@ from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, bearer
 from tests.support.harness import System
+from tests.support.page import chromium, send, shot
+from tests.support.xss import nothing_ran, watched_page
 
 
 @pytest.fixture(scope="module")
@@ -211,4 +214,27 @@ async def test_v1_asks_as_an_assistant_message_and_the_next_call_decides(
             },
         )
     assert "declined to send this email" in second.json()["choices"][0]["message"]["content"]
+    assert sendgrid.mails == []
+
+
+async def test_the_page_shows_the_email_as_text_with_approve_and_deny_buttons(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    attack = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> **bold**'
+    script_email(fake_llm, attack)
+    async with chromium() as browser:
+        page = await watched_page(browser, asking, "hank")
+        await send(page, "email ada@example.com about friday")
+        box = page.locator(".turn").nth(0).locator(".approve")
+        await expect(box.get_by_role("button", name="Approve")).to_be_focused()
+        await expect(box.locator("dd").nth(0)).to_have_text("ada@example.com")
+        await expect(box.locator("dd").nth(1)).to_have_text("Friday")
+        await expect(box.locator(".action-body")).to_have_text(attack)
+        assert await box.locator("img, script, strong").count() == 0
+        await page.screenshot(path=shot("page-approval.png"), full_page=True)
+        await box.get_by_role("button", name="Deny").click()
+        turn = page.locator(".turn").nth(0)
+        await expect(turn.locator(".steps")).to_contain_text("You declined it")
+        await expect(turn.locator(".answer")).to_contain_text("declined to send this email")
+        await nothing_ran(page)
     assert sendgrid.mails == []
