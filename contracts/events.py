@@ -213,6 +213,7 @@ FailureCode = Literal[
     "unknown_worker",
     "delivery_exhausted",
     "clarification_timeout",
+    "budget_exhausted",
     "internal",
 ]
 

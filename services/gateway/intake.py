@@ -31,6 +31,7 @@ from services.gateway import approving
 from services.gateway.deliveries import Deliveries
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.limits import Limits
+from services.gateway.spend import refuse_if_spent
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import key_for
@@ -137,6 +138,7 @@ class Intake:
                 if taken is not None:
                     taken(again)
                 return again
+        await refuse_if_spent(self.bus, principal)
         self.admit(principal, request_id)
         # The root of the request's trace: every hop after this one is its descendant.
         with tracer.start_as_current_span(

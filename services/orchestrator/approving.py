@@ -8,6 +8,7 @@ import logging
 
 from opentelemetry import trace
 
+from contracts import ClarificationAnswered
 from contracts.approvals import Approval
 from services.runtime.bus.core import Bus
 from services.runtime.requests.approvals import ApprovalClosed, Approvals
@@ -44,3 +45,13 @@ async def expire(bus: Bus, approval: Approval) -> Approval:
         {"sidekick.approval_id": expired.approval_id, "sidekick.digest": expired.digest},
     )
     return expired
+
+
+async def load_decided(bus: Bus, event: ClarificationAnswered) -> Approval | None:
+    """The approval a person's answer decided (None, with a warning, when it is not there)."""
+    assert event.approval_id is not None
+    found = await Approvals(bus.kv.approvals).load(event.approval_id)
+    if found is None:
+        log.warning("request %s: no approval %s", event.request_id, event.approval_id)
+        return None
+    return found.value

@@ -27,7 +27,8 @@ from contracts import (
     parse_event,
 )
 from services.orchestrator import approvals, loop, prompts
-from services.orchestrator.approving import expire, open_approval
+from services.orchestrator.approving import expire, load_decided, open_approval
+from services.orchestrator.budgeting import Budgets
 from services.orchestrator.cache import CacheEntry, SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
@@ -46,7 +47,6 @@ from services.runtime.bus.core import Bus, msg_id, redelivered
 from services.runtime.llm import LLMClient
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import cancels
-from services.runtime.requests.approvals import Approvals
 from services.runtime.requests.failures import failure_code
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
 from services.runtime.requests.outcomes import finish
@@ -69,6 +69,7 @@ class Orchestrator:
         self.cache = cache
         self.parking = parking
         self.store = Store(bus)
+        self.budgets = Budgets(bus)
 
     # --- events in -------------------------------------------------------------------------
 
@@ -120,16 +121,13 @@ class Orchestrator:
 
     async def on_answered(self, event: ClarificationAnswered) -> None:
         if event.approval_id is not None:
-            found = await Approvals(self.bus.kv.approvals).load(event.approval_id)
-            if found is None:
-                log.warning("request %s: no approval %s", event.request_id, event.approval_id)
-                return
-            decided = found.value
-            state = await self.store.update(
-                event.request_id, lambda s: approvals.decided(s, decided)
-            )
-            await self.parking.release(event.request_id)
-            await self._advance(state)
+            decided = await load_decided(self.bus, event)
+            if decided is not None:
+                state = await self.store.update(
+                    event.request_id, lambda s: approvals.decided(s, decided)
+                )
+                await self.parking.release(event.request_id)
+                await self._advance(state)
             return
         state = await self.store.update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
@@ -265,7 +263,12 @@ class Orchestrator:
         )
 
     async def _advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
-        """Publish what the loop's state says comes next, moving the request's record first."""
+        """Publish what the loop's state says comes next, moving the request's record first
+        (unless a budget has run out: then the request ends, saying which)."""
+        note = await self.budgets.over(state)
+        if note is not None:
+            rid = state.request.request_id
+            state = await self.store.update(rid, lambda s: loop.out_of_budget(s, note))
         try:
             for message in loop.next_messages(state):
                 if isinstance(message, Dispatch):
@@ -344,6 +347,8 @@ class Orchestrator:
                     list(event.sources),
                     principal=state.request.principal,
                 )
+        if event.kind != "request.clarification":  # counted before anyone sees the end
+            await self.budgets.charge(state)
         await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
         self.store.records.pop(event.request_id)
 

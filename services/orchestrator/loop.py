@@ -232,3 +232,16 @@ def _next_attempt(state: LoopState) -> LoopState:
 
 def _finish_partial(state: LoopState) -> LoopState:
     return state.model_copy(update={"status": "partial"})
+
+
+def out_of_budget(state: LoopState, note: str) -> LoopState:
+    """A budget ran out before the next call: end with the best answer so far (partial), or,
+    with none, fail; either way saying which limit."""
+    if state.status in TERMINAL_STATES:
+        return state
+    if best(state) is not None:
+        return state.model_copy(update={"status": "partial", "budget_note": note})
+    failed = _fail(
+        state, "budget_exhausted", note.removeprefix("Note: "), state.decision, state.usage
+    )
+    return failed.model_copy(update={"budget_note": note})

@@ -166,7 +166,7 @@ def _final(state: LoopState) -> RequestCompleted:
     status: Literal["completed", "partial"] = "completed"
     if state.status == "partial":
         status = "partial"
-        output = output + "\n\n" + partial_note(state, verdict, chosen)
+        output = output + "\n\n" + (state.budget_note or partial_note(state, verdict, chosen))
     return RequestCompleted(
         request_id=req.request_id,
         session_id=req.session_id,

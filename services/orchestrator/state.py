@@ -68,6 +68,9 @@ class LoopState(Model):
         default_factory=list, description="Approvals decided so far, with their decisions."
     )
     cancel_reason: str | None = Field(default=None, description="Why it was cancelled.")
+    budget_note: str | None = Field(
+        default=None, description="Set when a budget stopped it: which limit, and the spend."
+    )
     trace_id: str | None = Field(default=None, description="Trace id of the request (hex).")
     span_id: str | None = Field(default=None, description="Span the attempts hang under (hex).")
 

@@ -88,6 +88,7 @@ class Buckets:
     sessions = _granted("sessions")
     ledger = _granted("ledger")
     approvals = _granted("approvals")
+    budgets = _granted("budgets")
     status = _granted("status")
     cache = _granted("cache")
 

@@ -45,6 +45,7 @@ BUCKETS: dict[str, float] = {
     "sessions": 30 * DAY,
     "ledger": 30 * DAY,
     "approvals": 30 * DAY,
+    "budgets": 3 * DAY,
     "status": 30 * DAY,
     "cache": 30 * DAY,
     "index": 30 * DAY,
@@ -88,7 +89,7 @@ def roles(s: Subjects) -> dict[str, Role]:
     outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
     return {
         "gateway": Role(
-            reads=("sessions", "status", "index", "preferences", "approvals"),
+            reads=("sessions", "status", "index", "preferences", "approvals", "budgets"),
             writes=("sessions", "status", "index", "preferences", "approvals"),
             watches=("index",),
             publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
@@ -112,8 +113,26 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "orchestrator": Role(
             consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
-            reads=("requests", "sessions", "status", "ledger", "cache", "parked", "approvals"),
-            writes=("requests", "sessions", "status", "ledger", "cache", "parked", "approvals"),
+            reads=(
+                "requests",
+                "sessions",
+                "status",
+                "ledger",
+                "cache",
+                "parked",
+                "approvals",
+                "budgets",
+            ),
+            writes=(
+                "requests",
+                "sessions",
+                "status",
+                "ledger",
+                "cache",
+                "parked",
+                "approvals",
+                "budgets",
+            ),
             watches=("cache", "parked"),
             publish=(
                 s.chat_requested,

@@ -1,0 +1,85 @@
+"""Budgets on live services (every fake model call reports 11 tokens in and 7 out): a request
+whose model-call budget runs out after attempt 1 of 3 ends partial with its best answer and a
+note naming the limit, and never makes the next call; a principal whose day is spent is refused
+at the gateway on the WebSocket, the workflows API and /v1, with the day's exact count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.runtime.bus.natsserver import NatsServer
+from tests.support.fakes.openai_server import FakeOpenAI, verdict
+from tests.support.gateway_client import AuthClient, api, tokens_env
+from tests.support.harness import System, llm_env
+
+
+def budget_system(nats_url: str, fake_llm: FakeOpenAI, logs: Path, **env: str) -> System:
+    full = {
+        **llm_env(fake_llm.base_url),
+        "SIDEKICK_WORKERS": "GENERAL",
+        "SIDEKICK_AUTH_TOKENS": tokens_env(),
+        **env,
+    }
+    return System(nats_url, full, logs).start_all()
+
+
+@pytest.fixture(scope="module")
+def three_calls(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    with budget_system(
+        nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_REQUEST_CALLS="3"
+    ) as sys_:
+        yield sys_
+
+
+@pytest.fixture(scope="module")
+def small_day(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    with budget_system(
+        nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_DAILY_TOKENS="40"
+    ) as sys_:
+        yield sys_
+
+
+async def test_a_budget_that_runs_out_after_attempt_1_of_3_ends_partial_naming_the_limit(
+    three_calls: System, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script("fake-evaluator", lambda body: verdict(False, 40, "Add the dates."))
+    async with AuthClient(three_calls.ws_url, "alice") as alice:
+        await alice.send({"uuid": alice.uuid, "message": "search for the dates", "events": True})
+        convo = await alice.until_end()
+    # One decision, attempt 1, its verdict: the budget of three model calls is spent, so
+    # attempt 2 is never dispatched.
+    assert len(fake_llm.chat_calls("fake-worker")) == 1
+    assert len(fake_llm.chat_calls("fake-evaluator")) == 1
+    assert convo.text.endswith("Note: this request stopped at its model calls budget (3 of 3)."), (
+        convo.text
+    )
+
+
+async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
+    small_day: System, fake_llm: FakeOpenAI
+) -> None:
+    async with AuthClient(small_day.ws_url, "bob", events=True) as bob:
+        request_id = await bob.ack("search the tides")
+        first = await bob.until_end_of(request_id)
+        assert first.end["status"] == "completed"
+        # Three calls of 18 tokens each, counted once: 54 of the day's 40.
+        assert first.end["metadata"]["usage"]["input_tokens"] == 33
+        await bob.send({"uuid": bob.uuid, "message": "search the moon"})
+        refused = await bob.frames_until(lambda f: "error" in f)
+    said = "Today's budget for bob is spent (daily tokens: 54 of 40); it resets at 00:00 UTC"
+    assert refused[-1]["error"]["code"] == "rate_limited"
+    assert said in refused[-1]["error"]["message"]
+    async with api(small_day.http_url, "bob") as http:
+        workflow = await http.post("/api/workflows", json={"text": "search the sun"})
+        v1 = await http.post(
+            "/v1/chat/completions",
+            json={"model": "sidekick", "messages": [{"role": "user", "content": "hello"}]},
+        )
+    assert workflow.status_code == 429 and said in workflow.json()["error"]["message"]
+    assert v1.status_code == 429 and said in v1.text
+    async with api(small_day.http_url, "carol") as http:  # another principal's day is its own
+        other = await http.post("/api/workflows", json={"text": "search the tides"})
+        assert other.status_code == 201, other.text
