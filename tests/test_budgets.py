@@ -5,15 +5,21 @@ at the gateway on the WebSocket, the workflows API and /v1, with the day's exact
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client as NATS
 
+from contracts import Subjects
 from services.runtime.bus.natsserver import NatsServer
+from services.runtime.requests.budgets import Day, day_key
 from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.gateway_client import AuthClient, api, tokens_env
 from tests.support.harness import System, llm_env
+from tests.support.scripts import evaluator_held
+from tests.support.workers_support import wait_for
 
 
 def budget_system(nats_url: str, fake_llm: FakeOpenAI, logs: Path, **env: str) -> System:
@@ -83,3 +89,47 @@ async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
     async with api(small_day.http_url, "carol") as http:  # another principal's day is its own
         other = await http.post("/api/workflows", json={"text": "search the tides"})
         assert other.status_code == 201, other.text
+
+
+async def day_of(nc: NATS, system: System, principal: str) -> Day:
+    kv = await nc.jetstream().key_value(Subjects(system.namespace).bucket("budgets"))
+    entry = await kv.get(day_key(principal))
+    return Day.model_validate_json(entry.value or b"")
+
+
+async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verdict_is_exact(
+    three_calls: System, fake_llm: FakeOpenAI, nc: NATS
+) -> None:
+    with evaluator_held(fake_llm) as hold:
+        async with AuthClient(three_calls.ws_url, "erin", events=True) as erin:
+            request_id = await erin.ack("search the tides")
+            await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
+            three_calls.kill("orchestrator")  # while the verdict is being made
+            hold.set()
+            await asyncio.to_thread(three_calls.restart, "orchestrator")
+            done = await erin.until_end_of(request_id)
+    assert done.end["status"] == "completed"
+    counted = await day_of(nc, three_calls, "erin")
+    # Decision, attempt, verdict: three calls of 11 + 7 tokens, each counted once.
+    assert (counted.input_tokens, counted.output_tokens, counted.calls) == (33, 21, 3)
+    assert counted.counted == [request_id]
+
+    # The verdict delivered again, as a redelivery would, under another message id.
+    s = Subjects(three_calls.namespace)
+    js = nc.jetstream()
+    stored = await js.get_last_msg(s.work_stream, s.evaluation_completed)
+    ack = await js.publish(
+        s.evaluation_completed,
+        stored.data or b"",
+        stream=s.work_stream,
+        headers={"Nats-Msg-Id": f"{request_id}:verdict-again"},
+    )
+
+    async def handled() -> bool:
+        info = await js.consumer_info(
+            s.work_stream, f"{three_calls.namespace}_orchestrator_verdicts"
+        )
+        return bool(info.ack_floor and (info.ack_floor.stream_seq or 0) >= ack.seq)
+
+    await wait_for(handled)
+    assert await day_of(nc, three_calls, "erin") == counted

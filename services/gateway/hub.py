@@ -282,7 +282,8 @@ def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[
                     event="clarification",
                     request_id=event.request_id,
                     questions=event.questions,
-                    approval=event.approval,
+                    # Only an approval carries the key, so a plain question's frame is as before.
+                    **({"approval": event.approval} if event.approval is not None else {}),
                 )
             )
         else:
@@ -321,7 +322,7 @@ def end_metadata(done: Outcome) -> EndMetadata:
         attempt=done.attempt,
         questions=done.questions,
         trace_id=None,
-        approval=done.approval,
+        **({"approval": done.approval} if done.approval is not None else {}),
     )
 
 
