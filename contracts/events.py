@@ -1,9 +1,13 @@
 """Every event of the request flow, and the discriminated union of all of them.
 
 Flow: ChatRequested -> (frontline) StreamChunk* + RequestCompleted | RequestRouted
--> (orchestrator) OrchestratorDecided -> WorkerTask -> (worker) WorkerResult
+-> (orchestrator) WorkerTask -> (worker) WorkerResult
 -> (orchestrator) EvaluationRequested -> (evaluator) VerdictIssued -> (orchestrator)
 WorkerTask (retry) | RequestCompleted | RequestFailed. Progress events narrate the way.
+
+The orchestrator's decision is no event of its own: it is kept in the request's loop state (the
+orchestrator's own `requests` bucket, services/orchestrator/state.py) and told to clients and
+traces by the `decided` Progress event (worker kind and task).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pydantic import Field, TypeAdapter
 
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
-from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
+from contracts.decisions import Question, Verdict, WorkerType
 
 
 class RequestOptions(Event):
@@ -56,13 +60,6 @@ class RequestRouted(RequestOptions):
     kind: Literal["request.routed"] = "request.routed"
     reason: str = Field(description="Why the frontline routed it.")
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
-
-
-class OrchestratorDecided(Event):
-    """The orchestrator's decision for a request (recorded and reported as progress)."""
-
-    kind: Literal["orchestrator.decided"] = "orchestrator.decided"
-    decision: OrchestratorDecision = Field(description="The decision as the model gave it.")
 
 
 class WorkerTask(Event):
@@ -269,7 +266,6 @@ class RequestCancelled(Event):
 AnyEvent = Annotated[
     ChatRequested
     | RequestRouted
-    | OrchestratorDecided
     | WorkerTask
     | WorkerResult
     | EvaluationRequested

@@ -20,7 +20,6 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     # Bus events.
     "ChatRequested": events.ChatRequested,
     "RequestRouted": events.RequestRouted,
-    "OrchestratorDecided": events.OrchestratorDecided,
     "WorkerTask": events.WorkerTask,
     "WorkerResult": events.WorkerResult,
     "EvaluationRequested": events.EvaluationRequested,

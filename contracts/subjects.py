@@ -18,7 +18,6 @@ V = TypeVar("V")
 # Relative subject names (commands imperative, events past tense).
 CHAT_REQUESTED = "chat.requested"
 REQUEST_ROUTED = "request.routed"
-ORCHESTRATOR_DECIDED = "orchestrator.decided"
 WORKER_RUN = "worker.{kind}.run"
 WORKER_COMPLETED = "worker.completed"
 EVALUATOR_RUN = "evaluator.run"
@@ -97,7 +96,6 @@ class Subjects:
 
     chat_requested = _Name.subject(CHAT_REQUESTED)
     request_routed = _Name.subject(REQUEST_ROUTED)
-    orchestrator_decided = _Name.subject(ORCHESTRATOR_DECIDED)
     worker_run_all = _Name.subject(WORKER_RUN.format(kind="*"))
     worker_completed = _Name.subject(WORKER_COMPLETED)
     evaluator_run = _Name.subject(EVALUATOR_RUN)
