@@ -3,6 +3,11 @@ notes), sent with SendGrid, or, with no key, kept in the local outbox marked NOT
 
 At most once per (request, attempt): the send is claimed in the idempotency ledger first and its
 outcome recorded after, so a task delivered twice sends once. This worker fetches nothing.
+
+A real send first asks the operator's approval policy (services/workers/policy.py). When it asks,
+the worker returns the email exactly as it would send it (with its digest) and sends nothing; the
+attempt after a person's decision sends only a draft whose digest is the approved one, claimed in
+the ledger under the approval's id (once per approval), or reports the decline.
 """
 
 from __future__ import annotations
