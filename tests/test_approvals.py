@@ -26,10 +26,11 @@ from tests.support.approvals import (
 )
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.gateway_client import AuthClient, api, bearer
+from tests.support.gateway_client import AuthClient, api, bearer, token
 from tests.support.harness import System
 from tests.support.page import chromium, send, shot
 from tests.support.xss import nothing_ran, watched_page
+from tests.test_cli_chat import run_chat
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +239,17 @@ async def test_the_page_shows_the_email_as_text_with_approve_and_deny_buttons(
         await expect(turn.locator(".answer")).to_contain_text("declined to send this email")
         await nothing_ran(page)
     assert sendgrid.mails == []
+
+
+def test_sidekick_chat_asks_with_the_email_and_the_next_line_decides(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    lines = "email ada@example.com about friday\nyes\n"
+    done = run_chat(asking, lines, "--plain", "--token", token("ivan"))
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "  ? Sidekick is about to send this email:\nTo: ada@example.com\nSubject: Friday" in out
+    assert "(waiting for your answer" in out
+    assert "Email sent to ada@example.com via SendGrid" in out
+    assert len(sendgrid.mails) == 1
