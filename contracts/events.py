@@ -62,6 +62,14 @@ class RequestRouted(RequestOptions):
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
 
 
+class TaskBudget(Model):
+    """What the request may still spend when this attempt starts (its limits less its usage so
+    far); a worker that calls a model in a loop checks it before each call."""
+
+    tokens: int = Field(ge=0, description="Model tokens (in + out) the attempt may still use.")
+    calls: int = Field(ge=0, description="Model calls the attempt may still make.")
+
+
 class WorkerTask(Event):
     """One attempt's work for one worker kind."""
 
@@ -82,6 +90,9 @@ class WorkerTask(Event):
     )
     preferences: dict[str, str] = Field(
         default_factory=dict, description="The user's standing preferences (workflows)."
+    )
+    budget: TaskBudget | None = Field(
+        default=None, description="What the request may still spend (none: no limit given)."
     )
     approval_id: str | None = Field(
         default=None,

@@ -9,6 +9,7 @@ import logging
 import time
 
 from contracts import Usage
+from contracts.events import TaskBudget
 from services.orchestrator.projection import Dispatch, Evaluate, next_messages
 from services.orchestrator.state import LoopState
 from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
@@ -42,6 +43,16 @@ class Budgets:
             )
             limit = day_limit(settings, now)
         return limit.note() if limit is not None else None
+
+    def left(self, state: LoopState) -> TaskBudget:
+        """What the request may still spend, for a worker that loops over model calls (the
+        same from the same state, so a redelivered dispatch carries the same)."""
+        used = state.usage
+        settings = self.bus.settings
+        tokens = settings.budget_request_tokens - used.input_tokens - used.output_tokens
+        return TaskBudget(
+            tokens=max(tokens, 0), calls=max(settings.budget_request_calls - used.calls, 0)
+        )
 
     async def charge(self, state: LoopState) -> None:
         """Add the ended request's spend to its principal's day (once) and to the counters."""

@@ -281,7 +281,7 @@ class Orchestrator:
             log.info("request %s moved on elsewhere: %s", state.request.request_id, exc)
 
     async def _dispatch(self, state: LoopState, message: Dispatch, tracked: Tracked | None) -> None:
-        task = message.task
+        task = message.task.model_copy(update={"budget": self.budgets.left(state)})
         detail = f"attempt {task.attempt} with {task.worker_type}"
         await self._move(
             task.request_id,
