@@ -209,6 +209,10 @@ class RequestCompleted(Event):
     feedback: str | None = Field(default=None, description="The last verdict's feedback.")
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
     usage: Usage = Field(default_factory=Usage, description="Total model usage.")
+    cost_usd: float | None = Field(
+        default=None,
+        description="The usage priced by the price table (USD; see the README's Budgets).",
+    )
     trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 
 

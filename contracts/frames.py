@@ -196,6 +196,9 @@ class CompletedMetadata(Model):
     feedback: str | None = Field(description="The last verdict's feedback.")
     sources: list[Source] = Field(description="Sources of the answer.")
     usage: Usage = Field(description="Total model usage.")
+    cost_usd: float | None = Field(
+        default=None, description="The usage priced by the price table (USD)."
+    )
     trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
 
 

@@ -43,7 +43,11 @@ def three_calls(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -
 @pytest.fixture(scope="module")
 def small_day(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
     with budget_system(
-        nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_DAILY_TOKENS="40"
+        nats_server.url,
+        fake_llm,
+        logs_dir,
+        SIDEKICK_BUDGET_DAILY_TOKENS="40",
+        SIDEKICK_PRICES="fake-worker=1:2",  # USD per million tokens in and out
     ) as sys_:
         yield sys_
 
@@ -73,6 +77,8 @@ async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
         assert first.end["status"] == "completed"
         # Three calls of 18 tokens each, counted once: 54 of the day's 40.
         assert first.end["metadata"]["usage"]["input_tokens"] == 33
+        # Priced: only the worker's model has a price here, 11 in at $1/M and 7 out at $2/M.
+        assert first.end["metadata"]["cost_usd"] == 0.000025
         await bob.send({"uuid": bob.uuid, "message": "search the moon"})
         refused = await bob.frames_until(lambda f: "error" in f)
     said = "Today's budget for bob is spent (daily tokens: 54 of 40); it resets at 00:00 UTC"

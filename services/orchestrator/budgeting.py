@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TypeVar
 
-from contracts import Usage
+from contracts import RequestCompleted, Usage
 from contracts.events import TaskBudget
 from services.orchestrator.projection import Dispatch, Evaluate, next_messages
 from services.orchestrator.state import LoopState
@@ -18,6 +19,7 @@ from services.runtime.bus.kvstore import key_for
 from services.runtime.requests.budgets import Day, Days, cost, day_limit, prices, request_limit
 
 log = logging.getLogger("sidekick.orchestrator")
+E = TypeVar("E")
 
 
 class Budgets:
@@ -53,6 +55,12 @@ class Budgets:
         return TaskBudget(
             tokens=max(tokens, 0), calls=max(settings.budget_request_calls - used.calls, 0)
         )
+
+    def priced(self, event: E, state: LoopState) -> E:
+        """A completed request's end, with its cost."""
+        if isinstance(event, RequestCompleted):
+            return event.model_copy(update={"cost_usd": cost(state.usage, self.table)})
+        return event
 
     async def charge(self, state: LoopState) -> None:
         """Add the ended request's spend to its principal's day (once) and to the counters."""

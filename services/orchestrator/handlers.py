@@ -349,6 +349,7 @@ class Orchestrator:
                 )
         if event.kind != "request.clarification":  # counted before anyone sees the end
             await self.budgets.charge(state)
+            event = self.budgets.priced(event, state)
         await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
         self.store.records.pop(event.request_id)
 
