@@ -176,6 +176,17 @@ ProgressStage = Literal[
 ]
 
 
+class ToolUse(Model):
+    """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
+
+    call_id: str = Field(description="The model's id of the call.")
+    name: str = Field(description="The tool.")
+    arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
+    result: str = Field(description="What it returned (at most 2,000 characters).")
+    ok: bool = Field(description="False when the tool reported an error.")
+    attempt: int = Field(ge=1, description="The attempt that made the call.")
+
+
 class Progress(Event):
     """A step of the request's way, for clients in events mode (core NATS)."""
 
@@ -191,6 +202,9 @@ class Progress(Event):
     workflow_status: WorkflowStatus | None = Field(
         default=None,
         description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
+    )
+    tool: ToolUse | None = Field(
+        default=None, description="For 'worker_step': the tool call the TOOLS worker just made."
     )
 
 

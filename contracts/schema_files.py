@@ -9,7 +9,18 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from contracts import approvals, decisions, email, events, frames, health, http, research, state
+from contracts import (
+    a2a,
+    approvals,
+    decisions,
+    email,
+    events,
+    frames,
+    health,
+    http,
+    research,
+    state,
+)
 from contracts import openai as oai
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -78,6 +89,11 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "ChatCompletionChunk": oai.ChatCompletionChunk,
     "ModelList": oai.ModelList,
     "OpenAIError": oai.OpenAIError,
+    # A2A (services/gateway/a2a/): the card, a task, one event of a stream, a page of tasks.
+    "A2AAgentCard": a2a.AgentCard,
+    "A2ATask": a2a.Task,
+    "A2AStreamResponse": a2a.StreamResponse,
+    "A2AListTasksResponse": a2a.ListTasksResponse,
 }
 
 

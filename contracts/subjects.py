@@ -109,8 +109,9 @@ class Subjects:
     request_cancel = _Name.subject(REQUEST_CANCEL)
     stream = _Name.each(STREAM)
     progress = _Name.each(PROGRESS)
-    # Every client-bound event of every request.
+    # Every client-bound event of every request, and of one request.
     out_all = _Name.subject("out.>")
+    out_of = _Name.each("out.{request_id}.*")
     deadletter = _Name.each(DEADLETTER)
     outbox = _Name.each(OUTBOX)
     outbox_all = _Name.subject("outbox.>")
@@ -151,12 +152,11 @@ class Subjects:
 
     @property
     def result_subjects(self) -> list[str]:
-        return [
-            self.request_completed("*"),
-            self.request_failed("*"),
-            self.request_clarification("*"),
-            self.request_cancelled("*"),
-        ]
+        """Every client-bound event is kept, in the order published: the outcomes (published
+        durably) and the chunks and progress (core NATS, stored by the server as they pass), so
+        a client that lost its stream re-attaches from the last event it saw (the A2A and
+        AG-UI streams, services/gateway/feed.py)."""
+        return [self.out_all]
 
 
 DEFAULT = Subjects()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import TaskState
 from playwright.async_api import expect
 
 from contracts.approvals import digest_of
@@ -30,6 +31,7 @@ from tests.support.gateway_client import AuthClient, api, bearer, token
 from tests.support.harness import System
 from tests.support.page import chromium, send, shot
 from tests.support.xss import nothing_ran, watched_page
+from tests.test_a2a import say, transport
 from tests.test_cli_chat import run_chat
 
 
@@ -252,4 +254,24 @@ def test_sidekick_chat_asks_with_the_email_and_the_next_line_decides(
     assert "  ? Sidekick is about to send this email:\nTo: ada@example.com\nSubject: Friday" in out
     assert "(waiting for your answer" in out
     assert "Email sent to ada@example.com via SendGrid" in out
+    assert len(sendgrid.mails) == 1
+
+
+async def test_a2a_shows_the_approval_as_input_required_and_yes_sends_once(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with httpx.AsyncClient(
+        base_url=asking.http_url, headers=bearer("jack"), timeout=90
+    ) as http:
+        _, client = await transport(http, asking.http_url)
+        task = (await client.send_message(say("email ada@example.com about friday"))).task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        text, data = task.status.message.parts
+        assert "Sidekick is about to send this email:\nTo: ada@example.com" in text.text
+        approval = data.data.struct_value.fields["approval"].struct_value.fields
+        assert approval["arguments"].struct_value.fields["body"].string_value == BODY
+        assert sendgrid.mails == []
+        done = (await client.send_message(say("yes", task_id=task.id))).task
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert len(sendgrid.mails) == 1

@@ -241,7 +241,8 @@ class Intake:
         is told when this answer has won, before the request can go on."""
         tracked = await self._owned(principal, request_id)
         if tracked.value.state == "awaiting_approval" or approval_id is not None:
-            record = await approving.decide(self.bus, principal, tracked, message, approval_id)
+            words = message or next(iter((answers or {}).values()), "")
+            record = await approving.decide(self.bus, principal, tracked, words, approval_id)
             # Counted as in flight again until its end arrives (a decision is never undone
             # for the per-minute limit: it was taken).
             self.limits.admit(principal, request_id)

@@ -53,7 +53,13 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
 
-    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS server URL.")
+    nats_url: str = Field(
+        default="nats://127.0.0.1:4222",
+        description="NATS server URL, or a comma-separated list of a cluster's servers.",
+    )
+    nats_lost_exit_after: float = Field(
+        default=60.0, ge=0, description="Exit when NATS is gone this many seconds; 0 = never."
+    )
     namespace: str = Field(default="sidekick", pattern=r"^[a-z][a-z0-9_]*$")
     data_dir: Path = Field(default=Path(".sidekick"), description="Local state for `up`.")
 
@@ -108,7 +114,6 @@ class Settings(BaseSettings):
 
     llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per model call.")
     llm_max_retries: int = Field(default=3, ge=0, description="Retries on 429/5xx/timeout.")
-    llm_retry_max_wait: float = Field(default=30.0, gt=0, description="Cap on one back-off.")
 
     max_attempts: int = Field(default=3, ge=1, le=10)
     cache_enabled: bool = Field(default=True, description="Use the semantic cache at all.")
@@ -203,7 +208,7 @@ class Settings(BaseSettings):
         description="host:port entries exempt from the egress check (operator-trusted).",
     )
     ops_host: str = "127.0.0.1"
-    ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = none.")
+    ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = any free one.")
 
     @model_validator(mode="after")
     def _heartbeats_keep_messages(self) -> Settings:

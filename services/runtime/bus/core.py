@@ -45,7 +45,8 @@ E_in = TypeVar("E_in", bound=Event, contravariant=True)
 B = TypeVar("B")
 
 DAY = 24 * 3600
-# Client-bound events that are also kept (the results stream).
+# Client-bound events published durably (acked) on the results stream; chunks and progress
+# are published on core NATS and kept by the same stream as they pass.
 TERMINAL_SUFFIXES = (".completed", ".failed", ".clarification", ".cancelled")
 
 
@@ -59,6 +60,8 @@ OUTAGE_ERRORS = (
     nats.errors.NoRespondersError,
     nats.errors.StaleConnectionError,
     nats.js.errors.ServiceUnavailableError,
+    # A stream between leaders (a cluster node died): the publish found no one to store it.
+    nats.js.errors.NoStreamResponseError,
 )
 
 
