@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -30,8 +31,10 @@ from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, bearer, token
 from tests.support.harness import System
 from tests.support.page import chromium, send, shot
+from tests.support.sse import Sse
 from tests.support.xss import nothing_ran, watched_page
 from tests.test_a2a import say, transport
+from tests.test_agui import read, run_input
 from tests.test_cli_chat import run_chat
 
 
@@ -275,3 +278,33 @@ async def test_a2a_shows_the_approval_as_input_required_and_yes_sends_once(
         done = (await client.send_message(say("yes", task_id=task.id))).task
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert len(sendgrid.mails) == 1
+
+
+async def ag_ui_run(system: System, principal: str, body: dict[str, Any]) -> list[Sse]:
+    async with (
+        httpx.AsyncClient(base_url=system.http_url, headers=bearer(principal), timeout=90) as h,
+        h.stream("POST", "/ag-ui", json=body) as response,
+    ):
+        return await read(response)
+
+
+async def test_ag_ui_interrupts_for_the_approval_and_a_resumed_no_declines(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    first = run_input("email ada@example.com about friday")
+    got = await ag_ui_run(asking, "gina", first)
+    finished = got[-1].json
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
+    (interrupt,) = finished["outcome"]["interrupts"]
+    assert interrupt["reason"] == "approval_required"
+    assert interrupt["metadata"]["approval"]["arguments"]["to"] == "ada@example.com"
+    assert interrupt["responseSchema"]["enum"] == ["yes", "no"]
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": "no"}]
+    resumed = await ag_ui_run(
+        asking, "gina", run_input("", thread=first["threadId"], resume=resume)
+    )
+    assert resumed[-1].json["type"] == "RUN_FINISHED"
+    text = "".join(e.json["delta"] for e in resumed if e.json["type"] == "TEXT_MESSAGE_CONTENT")
+    assert "The user declined to send this email" in text
+    assert sendgrid.mails == []
