@@ -11,8 +11,10 @@ from typing import TypeVar
 
 from contracts import RequestCompleted, Usage
 from contracts.events import TaskBudget
+from services.orchestrator.loop import out_of_budget
 from services.orchestrator.projection import Dispatch, Evaluate, next_messages
 from services.orchestrator.state import LoopState
+from services.orchestrator.store import Store
 from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.bus.core import Bus
 from services.runtime.bus.kvstore import key_for
@@ -45,6 +47,13 @@ class Budgets:
             )
             limit = day_limit(settings, now)
         return limit.note() if limit is not None else None
+
+    async def stop_if_over(self, store: Store, state: LoopState) -> LoopState:
+        """The state, ended (partial or failed, naming the limit) when a budget has run out."""
+        note = await self.over(state)
+        if note is None:
+            return state
+        return await store.update(state.request.request_id, lambda s: out_of_budget(s, note))
 
     def left(self, state: LoopState) -> TaskBudget:
         """What the request may still spend, for a worker that loops over model calls (the

@@ -265,10 +265,7 @@ class Orchestrator:
     async def _advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
         """Publish what the loop's state says comes next, moving the request's record first
         (unless a budget has run out: then the request ends, saying which)."""
-        note = await self.budgets.over(state)
-        if note is not None:
-            rid = state.request.request_id
-            state = await self.store.update(rid, lambda s: loop.out_of_budget(s, note))
+        state = await self.budgets.stop_if_over(self.store, state)
         try:
             for message in loop.next_messages(state):
                 if isinstance(message, Dispatch):
