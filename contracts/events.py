@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
+from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, Verdict, WorkerType
 
@@ -61,6 +62,14 @@ class RequestRouted(RequestOptions):
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
 
 
+class TaskBudget(Model):
+    """What the request may still spend when this attempt starts (its limits less its usage so
+    far); a worker that calls a model in a loop checks it before each call."""
+
+    tokens: int = Field(ge=0, description="Model tokens (in + out) the attempt may still use.")
+    calls: int = Field(ge=0, description="Model calls the attempt may still make.")
+
+
 class WorkerTask(Event):
     """One attempt's work for one worker kind."""
 
@@ -87,6 +96,14 @@ class WorkerTask(Event):
         description="The orchestrator's unguessable proof of this dispatch; the answer must "
         "carry it back, or it is refused.",
     )
+    budget: TaskBudget | None = Field(
+        default=None, description="What the request may still spend (none: no limit given)."
+    )
+    approval_id: str | None = Field(
+        default=None,
+        description="An approval decided for this request's action: the worker runs only the "
+        "arguments whose digest it holds, or reports the decline.",
+    )
 
 
 class WorkerResult(Event):
@@ -109,6 +126,11 @@ class WorkerResult(Event):
     dispatch_token: str | None = Field(
         default=None,
         description="The dispatch_token of the message this answers (proof it was asked).",
+    )
+    approval: ApprovalAsk | None = Field(
+        default=None,
+        description="An action the worker may not take without a person's approval; the "
+        "request is parked until it is approved or declined.",
     )
 
 
@@ -219,6 +241,10 @@ class RequestCompleted(Event):
     feedback: str | None = Field(default=None, description="The last verdict's feedback.")
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
     usage: Usage = Field(default_factory=Usage, description="Total model usage.")
+    cost_usd: float | None = Field(
+        default=None,
+        description="The usage priced by the price table (USD; see the README's Budgets).",
+    )
     trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 
 
@@ -231,6 +257,7 @@ FailureCode = Literal[
     "unknown_worker",
     "delivery_exhausted",
     "clarification_timeout",
+    "budget_exhausted",
     "internal",
 ]
 
@@ -251,6 +278,9 @@ class ClarificationRequested(Event):
     questions: list[Question] = Field(description="What the user must answer.")
     source: Literal["evaluator", "planner"] = Field(description="Who asked.")
     attempt: int | None = Field(default=None, description="The attempt that needed input.")
+    approval: Approval | None = Field(
+        default=None, description="Set when the request waits for approval of an action."
+    )
 
 
 class ClarificationAnswered(Event):
@@ -260,6 +290,9 @@ class ClarificationAnswered(Event):
     answers: dict[str, str] = Field(default_factory=dict, description="Answers by question id.")
     message: str = Field(default="", description="What the user wrote, as free text.")
     additional_context: str | None = Field(default=None, description="Anything else given.")
+    approval_id: str | None = Field(
+        default=None, description="The approval this answer decided (see the approvals bucket)."
+    )
 
 
 class CancelRequested(Event):

@@ -35,6 +35,7 @@ from pydantic import (
     TypeAdapter,
 )
 
+from contracts.approvals import Approval
 from contracts.base import IfBusy, Model, Source, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 from contracts.events import FailureCode, ProgressStage, ToolUse
@@ -124,6 +125,11 @@ class MessageFrame(InFrame):
         pattern=REQUEST_ID_PATTERN,
         description="A parked request this message answers.",
     )
+    approval_id: StrictStr | None = Field(
+        default=None,
+        description="With reply_to: the approval this message ('yes' or 'no') decides; a stale "
+        "one is refused.",
+    )
 
 
 class CancelFrame(InFrame):
@@ -191,6 +197,9 @@ class CompletedMetadata(Model):
     feedback: str | None = Field(description="The last verdict's feedback.")
     sources: list[Source] = Field(description="Sources of the answer.")
     usage: Usage = Field(description="Total model usage.")
+    cost_usd: float | None = Field(
+        default=None, description="The usage priced by the price table (USD)."
+    )
     trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
 
 
@@ -210,6 +219,9 @@ class ClarificationMetadata(Model):
     attempt: int | None = Field(description="The attempt that needed input.")
     questions: list[Question] = Field(description="What the user must answer.")
     trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+    approval: Approval | None = Field(
+        default=None, description="The action awaiting approval, when it is one."
+    )
 
 
 class RejectedMetadata(Model):
@@ -295,6 +307,11 @@ class ClarificationEvent(OutFrame):
     event: Literal["clarification"] = Field(description="The request waits for answers.")
     request_id: str = Field(description="The parked request.")
     questions: list[Question] = Field(description="What the user must answer.")
+    approval: Approval | None = Field(
+        default=None,
+        description="The action awaiting approval (its arguments exactly as they will run); "
+        'answer with {"message": "yes"} or "no", naming the request in reply_to.',
+    )
 
 
 class ReplayEvent(OutFrame):

@@ -20,6 +20,7 @@ from pydantic import (
     StrictStr,
 )
 
+from contracts.approvals import Approval as ActionApproval
 from contracts.base import Model, Source, Turn, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 from contracts.email import OutboxEntry
@@ -115,7 +116,13 @@ class WorkflowFeedback(Body):
         default=None, description="Ratings, passed on as context."
     )
     approval: StrictBool | Approval | None = Field(
-        default=None, description="The seed's approval word (or true/false), passed on."
+        default=None,
+        description="The seed's approval word (or true/false): it decides an action waiting "
+        "for approval, and is passed on as context otherwise.",
+    )
+    approval_id: StrictStr | None = Field(
+        default=None,
+        description="The approval decided (from the workflow's approval); a stale one is refused.",
     )
     additional_context: StrictStr | None = Field(default=None, description="Anything else.")
 
@@ -158,6 +165,14 @@ class WorkflowState(Model):
         "and any chat about it."
     )
     clarification_questions: list[Question] = Field(description="Open questions.")
+    approval: ActionApproval | None = Field(
+        default=None,
+        description="The action waiting for approval (arguments exactly as they will run); "
+        "decide it with /feedback's approval word.",
+    )
+    approvals: list[ActionApproval] = Field(
+        default_factory=list, description="Actions decided so far, each with who, when, digest."
+    )
     text: str = Field(description="The request (as user_request).")
     success_criteria: str | None = Field(description="The user's criteria.")
     session: str = Field(description="The workflow's session (unscoped).")

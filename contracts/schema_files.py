@@ -9,7 +9,18 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from contracts import a2a, decisions, email, events, frames, health, http, research, state
+from contracts import (
+    a2a,
+    approvals,
+    decisions,
+    email,
+    events,
+    frames,
+    health,
+    http,
+    research,
+    state,
+)
 from contracts import openai as oai
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -49,6 +60,7 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "SessionRecord": state.SessionRecord,
     "RequestRecord": state.RequestRecord,
     "OutboxEntry": email.OutboxEntry,
+    "Approval": approvals.Approval,
     # WebSocket frames, one union per direction.
     "ClientFrame": frames.CLIENT_FRAME,
     "ServerFrame": frames.SERVER_FRAME,

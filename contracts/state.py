@@ -9,6 +9,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AwareDatetime, Field
 
+from contracts.approvals import Approval
 from contracts.base import Model, Turn, WorkflowStatus, utcnow
 from contracts.decisions import Question, WorkerType
 from contracts.events import Outcome
@@ -25,6 +26,7 @@ RequestState = Literal[
     "working",
     "evaluating",
     "awaiting_clarification",
+    "awaiting_approval",
     TerminalState,
 ]
 """Where a request is in its life (see `services/runtime/requests/lifecycle.py` for the moves)."""
@@ -92,6 +94,10 @@ class RequestRecord(Model):
     attempt: int = Field(default=0, ge=0, description="Current attempt.")
     clarification_questions: list[Question] = Field(
         default_factory=list, description="Open questions, when awaiting clarification."
+    )
+    approvals: list[Approval] = Field(
+        default_factory=list,
+        description="Actions a person decided on, with each decision (who, when, digest).",
     )
     final_output: str | None = Field(default=None, description="The answer, once done.")
     error: str | None = Field(default=None, description="Why it failed, if it did.")

@@ -48,6 +48,8 @@ def faulty(
         "SENDGRID_API_KEY": sendgrid.key,
         "SENDGRID_FROM_EMAIL": "sidekick@example.com",
         "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
+        # Faults, not approvals, are tested here.
+        "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
         "SIDEKICK_MAX_DELIVER": "20",
         "SIDEKICK_ACK_WAIT": "4",
         "SIDEKICK_LLM_MAX_RETRIES": "3",

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from contracts import WorkerTask
+from contracts.events import TaskBudget
 from services.runtime.base.settings import LLMConfig, Settings
 from services.runtime.bus.core import Bus
 from services.runtime.hosting.host import make_broker
@@ -138,3 +139,30 @@ async def test_python_and_files_results_go_back_to_the_model(
     contents = json.loads(result.output.removeprefix("Results: "))
     assert "exit status: 0" in contents[0] and "42" in contents[0]
     assert contents[1] == "wrote 2 bytes to a.txt"
+
+
+async def test_the_requests_budget_stops_the_loop_before_the_call_that_would_pass_it(
+    fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    turns = itertools.count(1)
+
+    def model(body: dict[str, Any]) -> Reply:
+        return Reply(tool_calls=[tool_call("files_list", {}, f"call_{next(turns)}")])
+
+    fake_llm.script(MODEL, model)
+    budgeted = task("list my files").model_copy(
+        update={"budget": TaskBudget(tokens=1_000_000, calls=2)}
+    )
+    result = await worker(fake_llm, tmp_path, tools_max_steps=10).run(budgeted)
+    assert not result.success and not result.retryable
+    assert result.error == (
+        "stopped before model call 3: the request's model calls budget (2 of the 2 left to "
+        "this request) is spent. Tools used: files_list (2 calls). The task was not finished."
+    )
+    assert len(fake_llm.chat_calls(MODEL)) == 2 and result.usage.calls == 2
+    # Tokens: every fake call is 18; a budget of 30 allows the second call, not a third.
+    fake_llm.script(MODEL, model)
+    by_tokens = budgeted.model_copy(update={"budget": TaskBudget(tokens=30, calls=10)})
+    stopped = await worker(fake_llm, tmp_path, tools_max_steps=10).run(by_tokens)
+    assert "the request's tokens budget (36 of the 30 left" in (stopped.error or "")
+    assert len(fake_llm.chat_calls(MODEL)) == 4

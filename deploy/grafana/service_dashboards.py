@@ -62,6 +62,13 @@ def attempt_loop() -> list[Panel]:
             "Semantic cache lookups / s by result", "sidekick_cache_lookups_total", "result", w=8
         ),
         cancels_panel("Cancellations / s seen by the orchestrator", "orchestrator", w=8),
+        rate_by("Spend: USD / s by model (price table)", "sidekick_spend_usd_total", "model", w=8),
+        rate_by(
+            "Spend: tokens / s by principal (hashed) and direction",
+            "sidekick_spend_tokens_total",
+            "principal, direction",
+            w=8,
+        ),
         lag_panel("sidekick_orchestrator_.+"),
     ]
 

@@ -279,7 +279,11 @@ def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[
         if conn.events:
             frames.append(
                 ClarificationEvent(
-                    event="clarification", request_id=event.request_id, questions=event.questions
+                    event="clarification",
+                    request_id=event.request_id,
+                    questions=event.questions,
+                    # Only an approval carries the key, so a plain question's frame is as before.
+                    **({"approval": event.approval} if event.approval is not None else {}),
                 )
             )
         else:
@@ -289,6 +293,8 @@ def outcome_frames(conn: Connection, event: Outcome, already: str = "") -> list[
 
 
 def questions_text(event: ClarificationRequested) -> str:
+    if event.approval is not None:  # one question, whole: the action exactly as it would run
+        return "\n".join(q.question for q in event.questions)
     lines = ["I need a little more information before I go on:"]
     lines += [f"{n}. {q.question}" for n, q in enumerate(event.questions, 1)]
     lines.append("Reply with your answers and I will continue.")
@@ -312,7 +318,11 @@ def end_metadata(done: Outcome) -> EndMetadata:
     if isinstance(done, RequestCancelled):
         return CancelledMetadata(reason=done.reason, trace_id=done.trace_id)
     return ClarificationMetadata(
-        source=done.source, attempt=done.attempt, questions=done.questions, trace_id=None
+        source=done.source,
+        attempt=done.attempt,
+        questions=done.questions,
+        trace_id=None,
+        **({"approval": done.approval} if done.approval is not None else {}),
     )
 
 

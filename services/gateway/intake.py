@@ -27,9 +27,11 @@ from contracts import (
     Turn,
 )
 from contracts.base import IfBusy
+from services.gateway import approving
 from services.gateway.deliveries import Deliveries
 from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
 from services.gateway.limits import Limits
+from services.gateway.spend import refuse_if_spent
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import key_for
@@ -136,6 +138,7 @@ class Intake:
                 if taken is not None:
                     taken(again)
                 return again
+        await refuse_if_spent(self.bus, principal)
         self.admit(principal, request_id)
         # The root of the request's trace: every hop after this one is its descendant.
         with tracer.start_as_current_span(
@@ -230,12 +233,22 @@ class Intake:
         answers: dict[str, str] | None = None,
         additional_context: str | None = None,
         taken: Callable[[], None] | None = None,
+        approval_id: str | None = None,
     ) -> RequestRecord:
         """Resume a parked request with the user's answers (ClarificationAnswered). Exactly one
         of several concurrent answers wins: each moves the request's record from
         awaiting_clarification by compare-and-set, and every other one gets Conflict. `taken`
         is told when this answer has won, before the request can go on."""
         tracked = await self._owned(principal, request_id)
+        if tracked.value.state == "awaiting_approval" or approval_id is not None:
+            words = message or next(iter((answers or {}).values()), "")
+            record = await approving.decide(self.bus, principal, tracked, words, approval_id)
+            # Counted as in flight again until its end arrives (a decision is never undone
+            # for the per-minute limit: it was taken).
+            self.limits.admit(principal, request_id)
+            if taken is not None:
+                taken()
+            return record
         parked, asked = tracked.revision, _asked(tracked.value)
         try:
             tracked = await records(self.bus).move(

@@ -58,6 +58,7 @@ from services.gateway.hub import Hub, end_metadata, progress_frame, questions_te
 from services.gateway.intake import Intake, scoped
 from services.gateway.intake import Request as NewRequest
 from services.runtime.requests import lanes
+from services.runtime.requests.lifecycle import PARKED
 
 CREATED = 1_735_689_600  # the models' "created" (2025-01-01): a fixed date, as they do not change
 WAIT = 600.0  # seconds a call waits for its answer
@@ -176,11 +177,7 @@ class OpenAIApi:
         parked = session.value.parked
         if parked is not None:
             record = await self.intake.record(parked)
-            if (
-                record is not None
-                and record.principal == principal
-                and record.state == "awaiting_clarification"
-            ):
+            if record is not None and record.principal == principal and record.state in PARKED:
                 events = stack.enter_context(self.hub.watch(parked))
                 await self.intake.answer(principal, parked, message=text)
                 return Call(parked, uuid, events)

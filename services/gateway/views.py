@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from contracts import RequestCompleted, RequestRecord, Turn
 from contracts.http import ChatTurn, FinalOutput, WorkflowState, WorkflowView
+from services.gateway.approving import waiting_on
 from services.gateway.intake import unscoped
+from services.runtime.requests.lifecycle import PARKED
 from services.runtime.requests.sessions import asked_text
 
 
@@ -26,7 +28,7 @@ def chat_history(record: RequestRecord, turns: list[Turn] | None = None) -> list
     history = [ChatTurn(role=t.role, content=t.content) for t in turns or []]
     if not history:
         history.append(ChatTurn(role="user", content=record.text))
-    if record.state == "awaiting_clarification" and record.clarification_questions:
+    if record.state in PARKED and record.clarification_questions:
         asked = ChatTurn(role="assistant", content=asked_text(record.clarification_questions))
         if history[-1] != asked:
             history.append(asked)
@@ -62,6 +64,8 @@ def view(record: RequestRecord, turns: list[Turn] | None = None) -> WorkflowView
             updated_at=record.updated_at,
             chat_history=chat_history(record, turns),
             clarification_questions=record.clarification_questions,
+            approval=waiting_on(record) if record.state == "awaiting_approval" else None,
+            approvals=record.approvals,
             text=record.text,
             success_criteria=record.success_criteria,
             session=unscoped(record.principal, record.session_id),

@@ -144,6 +144,8 @@ class Workflows:
             raise Conflict(
                 f"Workflow {workflow_id} is not waiting for feedback (it is {record.status})."
             )
+        if record.state == "awaiting_approval":
+            return await self._decide(principal, record, body)
         questions = {q.id: q.question for q in record.clarification_questions}
         unknown = sorted(set(body.responses) - set(questions) - {FREE_TEXT})
         if unknown:
@@ -182,6 +184,26 @@ class Workflows:
                 workflow_id=workflow_id,
                 status="resumed",
                 message="Feedback received, workflow resuming.",
+            )
+        )
+
+    async def _decide(
+        self, principal: str, record: RequestRecord, body: WorkflowFeedback
+    ) -> Response:
+        """Feedback on a workflow waiting for approval: the seed's approval word (or
+        true/false, or a yes/no answer) decides the action."""
+        if isinstance(body.approval, bool):
+            words = "approved" if body.approval else "rejected"
+        else:
+            words = body.approval or next(iter(body.responses.values()), "")
+        await self.intake.answer(
+            principal, record.request_id, message=words, approval_id=body.approval_id
+        )
+        return respond(
+            WorkflowResumed(
+                workflow_id=record.request_id,
+                status="resumed",
+                message=f"Decision received ({words}), workflow resuming.",
             )
         )
 

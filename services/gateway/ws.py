@@ -265,7 +265,11 @@ class ChatSocket:
                 parked = await self._parked_target(conn, session.value, frame.reply_to)
             if parked is not None:
                 status = await self.intake.answer(
-                    conn.principal, parked, message=text, taken=lambda: acked(parked, "answer")
+                    conn.principal,
+                    parked,
+                    message=text,
+                    taken=lambda: acked(parked, "answer"),
+                    approval_id=frame.approval_id,
                 )
                 self.hub.attach(conn, status.session_id)
                 return

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from contracts import Model, Source
+from contracts import Model, RequestCompleted, RequestRouted, Source
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.base.metrics import CACHE_LOOKUPS
 from services.runtime.bus.core import Bus
@@ -46,6 +46,20 @@ class CacheEntry(Model):
     worker_type: str = Field(description="Who answered it.")
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
     principal: str = Field(default="", description="Whom it was made for; only they get it.")
+
+    def answer(self, req: RequestRouted) -> RequestCompleted:
+        """This entry as the end of `req` (answered from the cache)."""
+        return RequestCompleted.model_validate(
+            {
+                "request_id": req.request_id,
+                "session_id": req.session_id,
+                "status": "completed",
+                "output": self.output,
+                "route": "cached",
+                "worker_type": self.worker_type,  # a kind name, checked by the model
+                "sources": self.sources,
+            }
+        )
 
 
 def _unit(v: list[float]) -> npt.NDArray[np.float32]:

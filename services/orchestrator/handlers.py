@@ -26,19 +26,18 @@ from contracts import (
     WorkerResult,
     parse_event,
 )
-from services.orchestrator import authentic, loop, prompts
-from services.orchestrator.cache import CacheEntry, SemanticCache
+from services.orchestrator import approvals, authentic, loop, prompts
+from services.orchestrator.approving import expire, load_decided, open_approval
+from services.orchestrator.budgeting import Budgets
+from services.orchestrator.cache import SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
 from services.orchestrator.store import Store
-from services.orchestrator.tracing import in_attempt, write_attempt_span
+from services.orchestrator.tracing import in_attempt, observe, write_attempt_span
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.base.metrics import (
-    ATTEMPTS,
     CANCELLATIONS,
     CLARIFICATIONS,
-    EVAL_SCORE,
-    VERDICTS,
 )
 from services.runtime.base.telemetry import current_ids
 from services.runtime.bus.core import Bus, redelivered
@@ -67,6 +66,7 @@ class Orchestrator:
         self.cache = cache
         self.parking = parking
         self.store = Store(bus)
+        self.budgets = Budgets(bus)
 
     # --- events in -------------------------------------------------------------------------
 
@@ -85,7 +85,7 @@ class Orchestrator:
                     req.request_id, req.message, principal=req.principal, skip=req.skip_cache
                 )
                 if hit is not None:
-                    await finish(self.bus, _cached(req, hit), known=tracked)
+                    await finish(self.bus, hit.answer(req), known=tracked)
                     return
                 state = await self._decide(req, start)
         except IllegalMove as exc:
@@ -95,9 +95,12 @@ class Orchestrator:
 
     async def on_result(self, result: WorkerResult) -> None:
         no: list[str] = []  # why it was refused, if it was
+        ttl = self.bus.settings.approval_timeout
         state = await self.store.update(
             result.request_id,
-            lambda s: authentic.checked(s, result, authentic.refuse_result, loop.on_result, no),
+            lambda s: authentic.checked(
+                s, result, authentic.refuse_result, lambda t, r: loop.on_result(t, r, ttl), no
+            ),
         )
         if no:
             return
@@ -128,6 +131,15 @@ class Orchestrator:
         await self._advance(state)
 
     async def on_answered(self, event: ClarificationAnswered) -> None:
+        if event.approval_id is not None:
+            decided = await load_decided(self.bus, event)
+            if decided is not None:
+                state = await self.store.update(
+                    event.request_id, lambda s: approvals.decided(s, decided)
+                )
+                await self.parking.release(event.request_id)
+                await self._advance(state)
+            return
         state = await self.store.update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
         await self._advance(state)
@@ -153,6 +165,13 @@ class Orchestrator:
         await self._advance(state)
 
     async def on_parked_timeout(self, request_id: str) -> None:
+        waiting = await self.store.load(request_id)
+        if waiting is not None and waiting.approval is not None:
+            expired = await expire(self.bus, waiting.approval)
+            if expired.state == "expired":  # else a person's decision won and resumes it
+                state = await self.store.update(request_id, lambda s: approvals.decided(s, expired))
+                await self._advance(state)
+            return
         timeout = self.bus.settings.clarification_timeout
         error = (
             f"No answer to the clarification questions arrived within {timeout:g} seconds; "
@@ -255,7 +274,9 @@ class Orchestrator:
         )
 
     async def _advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
-        """Publish what the loop's state says comes next, moving the request's record first."""
+        """Publish what the loop's state says comes next, moving the request's record first
+        (unless a budget has run out: then the request ends, saying which)."""
+        state = await self.budgets.stop_if_over(self.store, state)
         try:
             for message in loop.next_messages(state):
                 if isinstance(message, Dispatch):
@@ -268,7 +289,7 @@ class Orchestrator:
             log.info("request %s moved on elsewhere: %s", state.request.request_id, exc)
 
     async def _dispatch(self, state: LoopState, message: Dispatch, tracked: Tracked | None) -> None:
-        task = message.task
+        task = message.task.model_copy(update={"budget": self.budgets.left(state)})
         detail = f"attempt {task.attempt} with {task.worker_type}"
         await self._move(
             task.request_id,
@@ -278,6 +299,7 @@ class Orchestrator:
             attempt=task.attempt,
             detail=detail,
             clarification_questions=[],
+            approvals=state.approvals,
         )
         await self._progress(state, "attempt_started", detail, attempt=task.attempt)
         with in_attempt(state, task.attempt):
@@ -305,11 +327,14 @@ class Orchestrator:
 
     async def _finish(self, state: LoopState, message: Finish, tracked: Tracked | None) -> None:
         event = message.event
-        if event.kind == "request.clarification":
+        if event.kind == "request.clarification" and event.approval is not None:
+            await open_approval(self.bus, event.approval)
+            await self.parking.park(event.request_id, self.bus.settings.approval_timeout)
+        elif event.kind == "request.clarification":
             CLARIFICATIONS.labels(event.source).inc()
             await self.parking.park(event.request_id, self.bus.settings.clarification_timeout)
         elif event.kind == "request.completed":
-            self._observe(state)
+            observe(state)
         elif event.kind == "request.cancelled":
             await self.parking.release(event.request_id)
         if (
@@ -334,16 +359,11 @@ class Orchestrator:
                     list(event.sources),
                     principal=state.request.principal,
                 )
+        if event.kind != "request.clarification":  # counted before anyone sees the end
+            await self.budgets.charge(state)
+            event = self.budgets.priced(event, state)
         await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
         self.store.records.pop(event.request_id)
-
-    def _observe(self, state: LoopState) -> None:
-        ATTEMPTS.observe(len(state.attempts))
-        for attempt in state.attempts:
-            if attempt.verdict and attempt.result:
-                kind = attempt.result.worker_type
-                EVAL_SCORE.labels(kind).observe(attempt.verdict.score)
-                VERDICTS.labels(kind, str(attempt.verdict.passed).lower()).inc()
 
     async def _progress(
         self,
@@ -365,17 +385,3 @@ class Orchestrator:
             }
         )
         await self.bus.emit(event, self.bus.subjects.progress(req.request_id))
-
-
-def _cached(req: RequestRouted, hit: CacheEntry) -> RequestCompleted:
-    return RequestCompleted.model_validate(
-        {
-            "request_id": req.request_id,
-            "session_id": req.session_id,
-            "status": "completed",
-            "output": hit.output,
-            "route": "cached",
-            "worker_type": hit.worker_type,  # a kind name, checked by the model
-            "sources": hit.sources,
-        }
-    )

@@ -20,6 +20,7 @@ from contracts import (
     VerdictIssued,
     WorkerResult,
 )
+from services.orchestrator import approvals
 from services.orchestrator.projection import (
     Dispatch,
     Evaluate,
@@ -124,7 +125,7 @@ def _fail(
     )
 
 
-def on_result(state: LoopState, result: WorkerResult) -> LoopState:
+def on_result(state: LoopState, result: WorkerResult, approval_ttl: float = 3600) -> LoopState:
     cur = state.current
     if state.status != "working" or cur is None or cur.n != result.attempt or cur.result:
         return state  # stale or duplicate
@@ -132,6 +133,8 @@ def on_result(state: LoopState, result: WorkerResult) -> LoopState:
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + result.usage})
     if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
         return _park(state, result.clarification_questions)
+    if result.approval is not None:
+        return approvals.park(state, result.approval, cur.n, approval_ttl)
     if not result.success:
         if result.retryable and cur.n < state.max_attempts:
             return _next_attempt(state)
@@ -229,3 +232,16 @@ def _next_attempt(state: LoopState) -> LoopState:
 
 def _finish_partial(state: LoopState) -> LoopState:
     return state.model_copy(update={"status": "partial"})
+
+
+def out_of_budget(state: LoopState, note: str) -> LoopState:
+    """A budget ran out before the next call: end with the best answer so far (partial), or,
+    with none, fail; either way saying which limit."""
+    if state.status in TERMINAL_STATES:
+        return state
+    if best(state) is not None:
+        return state.model_copy(update={"status": "partial", "budget_note": note})
+    failed = _fail(
+        state, "budget_exhausted", note.removeprefix("Note: "), state.decision, state.usage
+    )
+    return failed.model_copy(update={"budget_note": note})

@@ -10,12 +10,14 @@ from typing import Any, Literal
 from contracts import (
     ClarificationRequested,
     EvaluationRequested,
+    Question,
     RequestCancelled,
     RequestCompleted,
     RequestFailed,
     Verdict,
     WorkerTask,
 )
+from contracts.approvals import approval_question
 from services.orchestrator import authentic
 from services.orchestrator.state import Attempt, LoopState
 
@@ -88,6 +90,22 @@ def next_messages(state: LoopState) -> list[Message]:
                 )
             )
         ]
+    if state.status == "awaiting_approval" and state.approval is not None:
+        approval = state.approval
+        asked = Question(id="approval", question=approval_question(approval))
+        return [
+            Finish(
+                ClarificationRequested(
+                    event_id=f"{req.request_id}-approve-{approval.approval_id}",
+                    request_id=req.request_id,
+                    session_id=req.session_id,
+                    questions=[asked],
+                    source="planner",
+                    attempt=approval.attempt,
+                    approval=approval,
+                )
+            )
+        ]
     if state.status in ("completed", "partial"):
         return [Finish(_final(state))]
     cur = state.current
@@ -111,6 +129,7 @@ def next_messages(state: LoopState) -> list[Message]:
             previous_output=previous_output,
             preferences=req.preferences,
             dispatch_token=authentic.token(state, "task", cur.n),
+            approval_id=cur.approval_id,
         )
         return [Dispatch(task)]
     if state.status == "evaluating":
@@ -152,7 +171,7 @@ def _final(state: LoopState) -> RequestCompleted:
     status: Literal["completed", "partial"] = "completed"
     if state.status == "partial":
         status = "partial"
-        output = output + "\n\n" + partial_note(state, verdict, chosen)
+        output = output + "\n\n" + (state.budget_note or partial_note(state, verdict, chosen))
     return RequestCompleted(
         request_id=req.request_id,
         session_id=req.session_id,

@@ -18,9 +18,18 @@ from contracts import (
     Verdict,
     WorkerResult,
 )
+from contracts.approvals import Approval
 from contracts.state import TerminalState
 
-Status = Literal["deciding", "working", "evaluating", "awaiting_clarification", TerminalState]
+Status = Literal[
+    "deciding",
+    "working",
+    "evaluating",
+    "awaiting_clarification",
+    "awaiting_approval",
+    TerminalState,
+]
+MAX_APPROVAL_ROUNDS = 3
 MAX_CLARIFICATION_ROUNDS = 2
 # Kinds whose success is a side effect in the world (a sent email): judging it afterwards could
 # only lead to a second send, so a successful result ends the request.
@@ -34,6 +43,9 @@ class Attempt(Model):
     verdict_error: str | None = Field(default=None, description="Why no verdict could be had.")
     span_id: str | None = Field(default=None, description="Trace span id of the attempt (hex).")
     started_ns: int | None = Field(default=None, description="When it was dispatched (ns).")
+    approval_id: str | None = Field(
+        default=None, description="The decided approval this attempt's worker acts on."
+    )
 
 
 class LoopState(Model):
@@ -52,7 +64,14 @@ class LoopState(Model):
         default_factory=list, description="Answered questions ('Q: ... A: ...')."
     )
     rounds: int = Field(default=0, ge=0, description="Clarification rounds so far.")
+    approval: Approval | None = Field(default=None, description="The approval waited for.")
+    approvals: list[Approval] = Field(
+        default_factory=list, description="Approvals decided so far, with their decisions."
+    )
     cancel_reason: str | None = Field(default=None, description="Why it was cancelled.")
+    budget_note: str | None = Field(
+        default=None, description="Set when a budget stopped it: which limit, and the spend."
+    )
     trace_id: str | None = Field(default=None, description="Trace id of the request (hex).")
     span_id: str | None = Field(default=None, description="Span the attempts hang under (hex).")
     secret: str = Field(

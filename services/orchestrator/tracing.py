@@ -9,6 +9,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from services.orchestrator.state import LoopState
+from services.runtime.base.metrics import ATTEMPTS, EVAL_SCORE, VERDICTS
 from services.runtime.base.telemetry import preset_span_id, remote_parent
 
 tracer = trace.get_tracer("sidekick.orchestrator")
@@ -59,3 +60,13 @@ def write_attempt_span(state: LoopState, n: int) -> None:
             attributes=attrs,
         )
     span.end()
+
+
+def observe(state: LoopState) -> None:
+    """An ended request's attempts and verdicts, as metrics."""
+    ATTEMPTS.observe(len(state.attempts))
+    for attempt in state.attempts:
+        if attempt.verdict and attempt.result:
+            kind = attempt.result.worker_type
+            EVAL_SCORE.labels(kind).observe(attempt.verdict.score)
+            VERDICTS.labels(kind, str(attempt.verdict.passed).lower()).inc()

@@ -3,6 +3,11 @@ notes), sent with SendGrid, or, with no key, kept in the local outbox marked NOT
 
 At most once per (request, attempt): the send is claimed in the idempotency ledger first and its
 outcome recorded after, so a task delivered twice sends once. This worker fetches nothing.
+
+A real send first asks the operator's approval policy (services/workers/policy.py). When it asks,
+the worker returns the email exactly as it would send it (with its digest) and sends nothing; the
+attempt after a person's decision sends only a draft whose digest is the approved one, claimed in
+the ledger under the approval's id (once per approval), or reports the decline.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from python_http_client.exceptions import HTTPError
 from sendgrid.helpers.mail import Mail
 
 from contracts import WorkerResult, WorkerTask
+from contracts.approvals import Approval, ApprovalAsk, digest_of
 from contracts.email import EmailDraft, OutboxEntry
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import outbox
+from services.runtime.requests.approvals import Approvals
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.errors import (
     EmailError,
@@ -29,6 +36,7 @@ from services.workers.errors import (
     InvalidRecipient,
 )
 from services.workers.ledger import Effect, Ledger, effect_key
+from services.workers.policy import Policy, Ruling
 from services.workers.settings import WorkerSettings
 
 SYSTEM = """You are Sidekick's email writer. Draft the email the task asks for: a short subject \
@@ -89,7 +97,7 @@ def recipients_of(task: WorkerTask, allowed: frozenset[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def draft_text(task: WorkerTask, recipients: list[str]) -> str:
+def draft_text(task: WorkerTask, recipients: list[str], approved: Approval | None = None) -> str:
     subject = _param(task, ("subject", "title"))
     notes = _param(task, BODY_KEYS)
     facts = (
@@ -97,7 +105,32 @@ def draft_text(task: WorkerTask, recipients: list[str]) -> str:
         + (f"\nSubject: {subject}" if subject else "")
         + (f"\nNotes for the body: {notes}" if notes else "")
     )
+    if approved is not None:  # only these exact words may be sent
+        facts += (
+            "\n\nThe user approved exactly this email; return it unchanged.\n"
+            f"Subject: {approved.arguments.get('subject', '')}\n"
+            f"Body:\n{approved.arguments.get('body', '')}"
+        )
     return task_prompt(task, facts)
+
+
+def written_by_user(task: WorkerTask) -> str:
+    """Everything the user wrote in the conversation (not what a model wrote)."""
+    turns = [t.content for t in task.history if t.role == "user"]
+    return "\n".join([task.message, *turns, *task.clarifications])
+
+
+def declined_text(approval: Approval) -> str:
+    args = approval.arguments
+    what = f'to {args.get("to", "")}, subject "{args.get("subject", "")}"'
+    last = approval.decisions[-1] if approval.decisions else None
+    if approval.state == "expired":
+        return (
+            f"The email ({what}) was not sent: no one approved it before the approval expired"
+            + (f" at {last.at.isoformat(timespec='seconds')}" if last else "")
+            + ", so it counts as declined."
+        )
+    return f"The user declined to send this email ({what}); it was not sent."
 
 
 class EmailWorker:
@@ -107,6 +140,7 @@ class EmailWorker:
         self.bus = deps.bus
         self.llm = deps.llm
         self.settings = settings or WorkerSettings()
+        self.policy = Policy.configured(self.settings.approvals, self.settings.approval_policy)
         self.sendgrid: sendgrid.SendGridAPIClient | None = None
         if self.settings.sendgrid_configured:
             self.sendgrid = sendgrid.SendGridAPIClient(
@@ -128,15 +162,44 @@ class EmailWorker:
                 )
         except EmailError as exc:
             return result_for(task, success=False, error=str(exc))
+        approved = await self.approval_of(task) if self.sendgrid is not None else None
+        if approved is not None and approved.state != "approved":
+            return result_for(task, success=True, output=declined_text(approved))
         try:
             drafted = await self.llm.structured(
-                conversation(SYSTEM, task.history, draft_text(task, recipients)), EmailDraft
+                conversation(SYSTEM, task.history, draft_text(task, recipients, approved)),
+                EmailDraft,
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc))
         draft = drafted.value
         subject = _param(task, ("subject", "title")) or draft.subject
         key = effect_key("email", task.request_id, task.attempt)
+        if self.sendgrid is not None:  # a real send: the operator's policy decides first
+            arguments = {"to": ", ".join(recipients), "subject": subject, "body": draft.body}
+            digest = digest_of("email.send", arguments)
+            if approved is not None and approved.digest == digest:
+                key = f"email.approved.{approved.approval_id}"
+            else:
+                ruling = self.policy.email(recipients, written_by_user(task))
+                if approved is not None:
+                    reason = "the email changed after it was approved"
+                    ruling = Ruling("ask", reason)
+                if ruling.decision == "deny":
+                    return result_for(
+                        task,
+                        success=False,
+                        error=f"Sidekick may not send this email: {ruling.reason}.",
+                        usage=drafted.usage,
+                    )
+                if ruling.decision == "ask":
+                    ask = ApprovalAsk(
+                        action="email.send",
+                        arguments=arguments,
+                        digest=digest,
+                        reason=ruling.reason,
+                    )
+                    return result_for(task, success=False, approval=ask, usage=drafted.usage)
         prior = await self.ledger.claim(key)
         if prior is not None:
             return self.replay(task, prior)
@@ -155,6 +218,15 @@ class EmailWorker:
             )
         await self.ledger.record(key, Effect(state="succeeded", output=output))
         return result_for(task, success=True, output=output, usage=drafted.usage)
+
+    async def approval_of(self, task: WorkerTask) -> Approval | None:
+        """The decided approval the task names (of this request), or None."""
+        if task.approval_id is None:
+            return None
+        found = await Approvals(self.bus.kv.approvals).load(task.approval_id)
+        if found is None or found.value.request_id != task.request_id:
+            return None
+        return found.value
 
     def replay(self, task: WorkerTask, prior: Effect) -> WorkerResult:
         """A repeated delivery: report what happened the first time, do not act again."""

@@ -57,6 +57,15 @@ class WorkerSettings(BraveSettings):
         default="", description="Comma-separated recipient domains allowed; empty = any."
     )
 
+    approval_policy: str | None = Field(
+        default=None, description="A JSON file of approval rules (see the README's Approvals)."
+    )
+    approvals: str = Field(
+        default="",
+        description="Approval rules as 'action=decision' pairs separated by ';', ahead of the "
+        "file's and the defaults (e.g. 'email.send=allow;notify=ask').",
+    )
+
     @property
     def brave_configured(self) -> bool:
         return bool(self.brave_api_key)

@@ -40,6 +40,7 @@ STATES: dict[RequestState, TaskState] = {
     "working": "TASK_STATE_WORKING",
     "evaluating": "TASK_STATE_WORKING",
     "awaiting_clarification": "TASK_STATE_INPUT_REQUIRED",
+    "awaiting_approval": "TASK_STATE_INPUT_REQUIRED",
     "completed": "TASK_STATE_COMPLETED",
     "partial": "TASK_STATE_COMPLETED",
     "failed": "TASK_STATE_FAILED",
@@ -114,7 +115,9 @@ def asked(ids: tuple[str, str], event: ClarificationRequested) -> Message:
         parts=[
             Part(text=questions_text(event)),
             Part(
-                data={"questions": [q.model_dump(mode="json") for q in event.questions]},
+                data={"questions": [q.model_dump(mode="json") for q in event.questions]}
+                # An action waiting for approval: what it would do, exactly; answer yes or no.
+                | ({"approval": event.approval.model_dump(mode="json")} if event.approval else {}),
                 media_type="application/json",
             ),
         ],

@@ -38,6 +38,7 @@ from services.gateway.intake import Intake, scoped
 from services.gateway.intake import Request as NewRequest
 from services.runtime.bus.kvstore import get_model, key_for
 from services.runtime.requests import lanes
+from services.runtime.requests.lifecycle import PARKED
 
 ID = re.compile(ID_PATTERN)
 EVENT_ID = re.compile(r"^(\d{1,19})\.(\d{1,6})$")
@@ -203,7 +204,7 @@ class AgUiApi:
         if record is None or record.principal != principal:
             return None
         outcome = record.outcome
-        if record.state == "awaiting_clarification" and isinstance(outcome, ClarificationRequested):
+        if record.state in PARKED and isinstance(outcome, ClarificationRequested):
             return outcome
         return None
 

@@ -74,6 +74,8 @@ class Run:
 
 def clarification_interrupt(event: Outcome) -> Interrupt:
     assert isinstance(event, ClarificationRequested)
+    if event.approval is not None:
+        return approval_interrupt(event)
     properties = {q.id: {"type": "string", "description": q.question} for q in event.questions}
     return Interrupt(
         id=event.event_id,
@@ -86,6 +88,27 @@ def clarification_interrupt(event: Outcome) -> Interrupt:
             "required": list(properties),
         },
         metadata={"request_id": event.request_id, "source": event.source},
+    )
+
+
+def approval_interrupt(event: ClarificationRequested) -> Interrupt:
+    """An action waiting for approval: its arguments exactly as they would run, answered by
+    resuming with "yes" or "no" (or the seed's approval words)."""
+    assert event.approval is not None
+    return Interrupt(
+        id=event.event_id,
+        reason="approval_required",
+        message=questions_text(event),
+        response_schema={
+            "type": "string",
+            "description": "yes to approve the action, no to decline it",
+            "enum": ["yes", "no"],
+        },
+        metadata={
+            "request_id": event.request_id,
+            "source": "approval",
+            "approval": event.approval.model_dump(mode="json"),
+        },
     )
 
 

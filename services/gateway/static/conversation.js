@@ -52,6 +52,7 @@ export class Conversation {
       status: q(".status"),
       cancel: q(".cancel"),
       clarify: q(".clarify"),
+      approve: q(".approve"),
       done: false,
       fromHistory: false,
     };
@@ -70,6 +71,9 @@ export class Conversation {
       ev.preventDefault();
       this.answerClarification(c);
     });
+    c.approve.addEventListener("submit", (ev) => ev.preventDefault());
+    c.approve.querySelector(".yes").addEventListener("click", () => this.decide(c, "yes"));
+    c.approve.querySelector(".no").addEventListener("click", () => this.decide(c, "no"));
     this.cards.set(requestId, c);
     this.log.appendChild(node);
     $("empty").hidden = true;
@@ -104,6 +108,7 @@ export class Conversation {
       if (placeholder) placeholder.node.remove();
       this.cards.delete(last.id);
       c.clarify.hidden = true;
+      c.approve.hidden = true;
       step(c, "You answered: " + last.text);
     }
     // An ack says "taken", so it never reopens a request whose end has already come.
@@ -194,8 +199,40 @@ export class Conversation {
     this.events.answered(status, label);
   }
 
+  /** An action waiting for approval: what it would do, as text only, and two buttons. */
+  onApproval(c, approval) {
+    const args = approval.arguments || {};
+    c.approve.querySelector(".why").textContent = "Why it asks: " + approval.reason + ".";
+    const list = c.approve.querySelector(".action");
+    list.replaceChildren();
+    const shown = approval.action === "email.send" ? ["to", "subject"] : Object.keys(args);
+    for (const key of shown) {
+      const dt = document.createElement("dt");
+      dt.textContent = key === "to" ? "To" : key === "subject" ? "Subject" : key;
+      const dd = document.createElement("dd");
+      dd.textContent = args[key] || "";
+      list.append(dt, dd);
+    }
+    c.approve.querySelector(".action-body").textContent =
+      approval.action === "email.send" ? args.body || "" : "";
+    c.approve.dataset.approval = approval.approval_id;
+    c.approve.hidden = false;
+    c.approve.querySelector(".yes").focus();
+  }
+
+  decide(c, word) {
+    const message = { uuid: this.session, message: word, reply_to: c.id };
+    message.approval_id = c.approve.dataset.approval;
+    if (!this.send(message)) return;
+    this.lastSent = { id: c.id, text: word };
+    c.approve.hidden = true;
+    step(c, word === "yes" ? "You approved it" : "You declined it");
+    this.busy(c, true);
+  }
+
   onClarification(f) {
     const c = this.card(f.request_id);
+    if (f.approval) return this.onApproval(c, f.approval);
     const box = c.clarify.querySelector(".questions");
     box.replaceChildren();
     for (const q of f.questions) {

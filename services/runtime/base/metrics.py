@@ -111,6 +111,18 @@ CACHE_LOOKUPS = Counter(
     ["result"],
     registry=REGISTRY,
 )
+SPEND_TOKENS = Counter(
+    "sidekick_spend_tokens_total",
+    "Model tokens of ended requests, by principal (hashed), model and direction.",
+    ["principal", "model", "direction"],
+    registry=REGISTRY,
+)
+SPEND_USD = Counter(
+    "sidekick_spend_usd_total",
+    "Money of ended requests by the price table, by principal (hashed) and model.",
+    ["principal", "model"],
+    registry=REGISTRY,
+)
 CLARIFICATIONS = Counter(
     "sidekick_clarifications_total",
     "Requests parked to ask the user, by who asked.",

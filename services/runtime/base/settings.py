@@ -121,6 +121,26 @@ class Settings(BaseSettings):
     clarification_timeout: float = Field(
         default=24 * 3600, gt=0, description="Seconds a parked request waits for answers."
     )
+    budget_request_tokens: int = Field(
+        default=2_000_000, gt=0, description="Model tokens (in + out) one request may use."
+    )
+    budget_request_calls: int = Field(default=200, gt=0, description="Model calls per request.")
+    budget_request_usd: float = Field(default=5.0, gt=0, description="USD one request may cost.")
+    budget_request_seconds: float = Field(
+        default=3600, gt=0, description="Wall seconds before a request stops at its best answer."
+    )
+    budget_daily_tokens: int = Field(
+        default=50_000_000, gt=0, description="Model tokens one principal may use per UTC day."
+    )
+    budget_daily_usd: float = Field(
+        default=100.0, gt=0, description="USD one principal may spend per UTC day."
+    )
+    prices: str = Field(
+        default="", description="Price overrides, 'model=input:output' USD per million tokens."
+    )
+    approval_timeout: float = Field(
+        default=3600, gt=0, description="Seconds an action waits for approval, then declined."
+    )
     sweep_interval: float = Field(default=15.0, gt=0, description="Parked-request check, s.")
     workers: str = Field(
         default="GENERAL,SEARCH,RESEARCH,EMAIL,TOOLS",

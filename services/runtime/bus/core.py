@@ -119,6 +119,8 @@ class Buckets:
     requests = _granted("requests")
     sessions = _granted("sessions")
     ledger = _granted("ledger")
+    approvals = _granted("approvals")
+    budgets = _granted("budgets")
     status = _granted("status")
     cache = _granted("cache")
 

@@ -44,6 +44,8 @@ BUCKETS: dict[str, float] = {
     "requests": 7 * DAY,
     "sessions": 30 * DAY,
     "ledger": 30 * DAY,
+    "approvals": 30 * DAY,
+    "budgets": 3 * DAY,
     "status": 30 * DAY,
     "cache": 30 * DAY,
     "index": 30 * DAY,
@@ -89,8 +91,8 @@ def roles(s: Subjects) -> dict[str, Role]:
     outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
     return {
         "gateway": Role(
-            reads=("sessions", "status", "index", "preferences"),
-            writes=("sessions", "status", "index", "preferences"),
+            reads=("sessions", "status", "index", "preferences", "approvals", "budgets"),
+            writes=("sessions", "status", "index", "preferences", "approvals"),
             watches=("index",),
             publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
             subscribe=(s.out_all, s.pong_all),
@@ -114,8 +116,26 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "orchestrator": Role(
             consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
-            reads=("requests", "sessions", "status", "ledger", "cache", "parked"),
-            writes=("requests", "sessions", "status", "ledger", "cache", "parked"),
+            reads=(
+                "requests",
+                "sessions",
+                "status",
+                "ledger",
+                "cache",
+                "parked",
+                "approvals",
+                "budgets",
+            ),
+            writes=(
+                "requests",
+                "sessions",
+                "status",
+                "ledger",
+                "cache",
+                "parked",
+                "approvals",
+                "budgets",
+            ),
             watches=("cache", "parked"),
             publish=(
                 s.chat_requested,
@@ -137,7 +157,7 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "workers": Role(
             consumers=tuple(f"worker_{kind}" for kind in WORKER_KINDS),
-            reads=("ledger",),
+            reads=("ledger", "approvals"),
             writes=("ledger",),
             publish=(s.worker_completed, s.progress("*"), s.outbox_all, s.pong("workers")),
             subscribe=(s.request_cancel, s.ping),

@@ -83,6 +83,7 @@ TABLE: tuple[Move, ...] = (
     Move("working", "completed", ORCH, "done without judging (no evaluator, or an email sent)"),
     Move("working", "partial", ORCH, "the worker failed; an earlier output is the best"),
     Move("working", "awaiting_clarification", ORCH, "the worker (planner) asks the user"),
+    Move("working", "awaiting_approval", ORCH, "the worker asks a person to approve an action"),
     Move("working", "failed", ORCH, "the worker could not do it"),
     Move("working", "cancelled", ORCH, "cancelled during the attempt"),
     Move("evaluating", "working", ORCH, "failed the criteria: retry with the feedback"),
@@ -94,6 +95,11 @@ TABLE: tuple[Move, ...] = (
     Move("awaiting_clarification", "decided", ("gateway",), "the user's answer is accepted"),
     Move("awaiting_clarification", "failed", ORCH, "no answer in time"),
     Move("awaiting_clarification", "cancelled", ORCH, "cancelled while waiting"),
+    Move("awaiting_approval", "decided", ("gateway",), "a person approved or declined the action"),
+    Move("awaiting_approval", "working", ORCH, "no decision in time: the action is declined"),
+    Move("awaiting_approval", "failed", ORCH, "delivery ran out"),
+    Move("awaiting_approval", "cancelled", ORCH, "cancelled while waiting"),
+    Move("decided", "awaiting_approval", ("gateway",), "the decision could not be passed on"),
 )
 
 LEGAL: dict[tuple[RequestState | None, RequestState], frozenset[Actor]] = {
@@ -111,11 +117,17 @@ STATUS: dict[RequestState, WorkflowStatus] = {
     "working": "researching",
     "evaluating": "validating",
     "awaiting_clarification": "awaiting_clarification",
+    # The seed's clients know one waiting word; its feedback takes the approval word.
+    "awaiting_approval": "awaiting_clarification",
     "completed": "completed",
     "partial": "partial",
     "failed": "failed",
     "cancelled": "cancelled",
 }
+
+
+PARKED: frozenset[RequestState] = frozenset({"awaiting_clarification", "awaiting_approval"})
+"""The states in which a request waits for the user's answer."""
 
 
 def allowed(source: RequestState | None, target: RequestState, by: Actor) -> bool:
@@ -130,7 +142,7 @@ def state_of(outcome: Outcome) -> RequestState:
         return "failed"
     if isinstance(outcome, RequestCancelled):
         return "cancelled"
-    return "awaiting_clarification"
+    return "awaiting_approval" if outcome.approval is not None else "awaiting_clarification"
 
 
 class IllegalMove(Exception):

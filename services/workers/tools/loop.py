@@ -1,6 +1,9 @@
 """The tool loop as plain logic: ask the model, run the tools it calls, hand back the results,
 until it answers or the step budget is spent.
 
+Before each model call the request's budget (the task's `budget`) is checked: once it is
+spent the loop stops without the call and says which limit.
+
 A step is one model turn. When the model answers without tool calls, that is the answer. When
 the last allowed turn still asks for tools, the loop stops without running them and says so:
 it never presents an unfinished task as done.
@@ -15,6 +18,7 @@ from typing import Any
 from openai.types.chat import ChatCompletionMessageParam
 
 from contracts import Usage
+from contracts.events import TaskBudget
 from services.runtime.llm import ChatReply
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 
@@ -41,6 +45,7 @@ class LoopOutcome:
     usage: Usage = field(default_factory=Usage)
     calls: list[CallRecord] = field(default_factory=list)
     wanted: list[str] = field(default_factory=list)  # tools still asked for when it stopped
+    over_budget: str | None = None  # the limit that stopped it before its next model call
 
     @property
     def finished(self) -> bool:
@@ -68,12 +73,16 @@ async def run_tool_loop(
     run: RunContext,
     *,
     max_steps: int,
+    budget: TaskBudget | None = None,
     seen: CallSeen = _unseen,
 ) -> LoopOutcome:
     conversation = list(messages)
     outcome = LoopOutcome(answer=None, steps=0)
     definitions = toolbox.definitions
     for step in range(1, max_steps + 1):
+        outcome.over_budget = _over(budget, outcome.usage)
+        if outcome.over_budget is not None:  # checked before each call: never one more
+            return outcome
         reply = await chat(conversation, definitions)
         outcome.steps = step
         outcome.usage = outcome.usage + reply.usage
@@ -95,3 +104,14 @@ async def run_tool_loop(
                 {"role": "tool", "tool_call_id": tool_call.id, "content": result.content}
             )
     return outcome
+
+
+def _over(budget: TaskBudget | None, used: Usage) -> str | None:
+    if budget is None:
+        return None
+    if used.calls >= budget.calls:
+        return f"model calls budget ({used.calls} of the {budget.calls} left to this request)"
+    if used.input_tokens + used.output_tokens >= budget.tokens:
+        spent = used.input_tokens + used.output_tokens
+        return f"tokens budget ({spent} of the {budget.tokens} left to this request)"
+    return None

@@ -144,6 +144,7 @@ class ToolsWorker:
                 self.toolbox,
                 run,
                 max_steps=self.settings.tools_max_steps,
+                budget=task.budget,
                 seen=lambda *call: self._seen(task, *call),
             )
         except MODEL_ERRORS as exc:
@@ -154,6 +155,15 @@ class ToolsWorker:
         return self._result(task, outcome, run)
 
     def _result(self, task: WorkerTask, outcome: LoopOutcome, run: RunContext) -> WorkerResult:
+        if outcome.over_budget is not None:
+            error = (
+                f"stopped before model call {outcome.steps + 1}: the request's "
+                f"{outcome.over_budget} is spent. Tools used: {outcome.summary()}. "
+                "The task was not finished."
+            )
+            return result_for(
+                task, success=False, error=error, usage=outcome.usage, sources=run.sources
+            )
         if not outcome.finished:
             error = (
                 f"stopped after {outcome.steps} model turns (the limit, SIDEKICK_TOOLS_MAX_STEPS) "

@@ -1,0 +1,57 @@
+"""The orchestrator's I/O for approvals: open one in the `approvals` bucket before the request
+parks on it, and expire it when its time runs out (a person's decision that came first
+stands). Each decision is also an event on the request's trace."""
+
+from __future__ import annotations
+
+import logging
+
+from opentelemetry import trace
+
+from contracts import ClarificationAnswered
+from contracts.approvals import Approval
+from services.runtime.bus.core import Bus
+from services.runtime.requests.approvals import ApprovalClosed, Approvals
+
+log = logging.getLogger("sidekick.orchestrator")
+
+
+async def open_approval(bus: Bus, approval: Approval) -> Approval:
+    opened = await Approvals(bus.kv.approvals).open(approval)
+    trace.get_current_span().add_event(
+        "approval asked",
+        {
+            "sidekick.approval_id": opened.approval_id,
+            "sidekick.action": opened.action,
+            "sidekick.digest": opened.digest,
+        },
+    )
+    return opened
+
+
+async def expire(bus: Bus, approval: Approval) -> Approval:
+    """Decline the approval for want of an answer; the approval as it now stands."""
+    try:
+        expired = await Approvals(bus.kv.approvals).decide(
+            approval.approval_id, "sidekick", "expired"
+        )
+    except ApprovalClosed as exc:
+        return exc.current
+    except KeyError:  # never opened (the request parked on it was lost): nothing to decline
+        log.warning("request %s: approval %s not found", approval.request_id, approval.approval_id)
+        return approval
+    trace.get_current_span().add_event(
+        "approval expired",
+        {"sidekick.approval_id": expired.approval_id, "sidekick.digest": expired.digest},
+    )
+    return expired
+
+
+async def load_decided(bus: Bus, event: ClarificationAnswered) -> Approval | None:
+    """The approval a person's answer decided (None, with a warning, when it is not there)."""
+    assert event.approval_id is not None
+    found = await Approvals(bus.kv.approvals).load(event.approval_id)
+    if found is None:
+        log.warning("request %s: no approval %s", event.request_id, event.approval_id)
+        return None
+    return found.value

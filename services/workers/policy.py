@@ -1,0 +1,131 @@
+"""The operator's approval policy: for each action a worker may take (`email.send`, `notify`,
+an MCP tool `<server>__<tool>`, `browser.new_domain`, `python_run`), `allow`, `ask` or `deny`.
+
+Rules come from `SIDEKICK_APPROVALS` ('action=decision' pairs, ';'-separated), then the JSON file
+named by `SIDEKICK_APPROVAL_POLICY`, then the defaults; the first rule whose pattern (shell
+wildcards) matches the action decides. A rule may be stricter for one fact of the arguments:
+`unwritten_recipient` is the decision when an email goes to an address the user never wrote in
+the conversation (by default `ask`, so an `allow` for email still asks for such a recipient).
+A file that cannot be read or parsed stops the worker at start, with the reason: no silent
+fallback to a looser policy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import get_args
+
+from contracts.approvals import PolicyDecision
+
+DECISIONS: tuple[PolicyDecision, ...] = get_args(PolicyDecision)
+STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+
+
+class PolicyError(ValueError):
+    """The policy's configuration is not usable; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    action: str
+    decision: PolicyDecision
+    unwritten_recipient: PolicyDecision = "ask"
+    source: str = "default"
+
+
+DEFAULTS = (
+    Rule("email.send", "ask"),
+    Rule("notify", "ask"),
+    Rule("python_run", "allow"),
+    Rule("browser.new_domain", "allow"),
+    Rule("*", "allow"),
+)
+
+
+@dataclass(frozen=True)
+class Ruling:
+    decision: PolicyDecision
+    reason: str
+
+
+def _decision(value: object, where: str) -> PolicyDecision:
+    if value not in DECISIONS:
+        raise PolicyError(f"{where}: {value!r} is not one of {', '.join(DECISIONS)}")
+    return value
+
+
+def parse_pairs(text: str) -> list[Rule]:
+    """'action=decision' pairs; 'action:unwritten_recipient=decision' sets that fact's
+    decision on the action's rule."""
+    rules: dict[str, Rule] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        key, sep, value = part.partition("=")
+        action, _, fact = key.strip().partition(":")
+        if not sep or not action or fact not in ("", "unwritten_recipient"):
+            raise PolicyError(
+                f"SIDEKICK_APPROVALS: {part!r} is not 'action=decision' "
+                "(or 'action:unwritten_recipient=decision')"
+            )
+        decision = _decision(value.strip(), f"SIDEKICK_APPROVALS ({key.strip()})")
+        rule = rules.get(action, Rule(action, "ask", source="variable"))
+        if fact:
+            rules[action] = replace(rule, unwritten_recipient=decision)
+        else:
+            rules[action] = replace(rule, decision=decision)
+    return list(rules.values())
+
+
+def parse_file(path: str) -> list[Rule]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PolicyError(f"SIDEKICK_APPROVAL_POLICY {path}: {exc}") from exc
+    items = data.get("rules") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise PolicyError(f'SIDEKICK_APPROVAL_POLICY {path}: expected {{"rules": [...]}}')
+    rules = []
+    for n, item in enumerate(items, 1):
+        where = f"SIDEKICK_APPROVAL_POLICY {path}, rule {n}"
+        if not isinstance(item, dict) or not isinstance(item.get("action"), str):
+            raise PolicyError(f"{where}: each rule needs an 'action'")
+        unknown = set(item) - {"action", "decision", "unwritten_recipient"}
+        if unknown:
+            raise PolicyError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        rules.append(
+            Rule(
+                item["action"],
+                _decision(item.get("decision"), where),
+                _decision(item.get("unwritten_recipient", "ask"), where),
+                source="file",
+            )
+        )
+    return rules
+
+
+class Policy:
+    def __init__(self, rules: list[Rule]) -> None:
+        self.rules = [*rules, *DEFAULTS]
+
+    @classmethod
+    def configured(cls, pairs: str, path: str | None) -> Policy:
+        return cls(parse_pairs(pairs) + (parse_file(path) if path else []))
+
+    def rule_for(self, action: str) -> Rule:
+        return next(r for r in self.rules if fnmatch.fnmatchcase(action, r.action))
+
+    def email(self, recipients: list[str], written: str) -> Ruling:
+        """The ruling on sending to `recipients`, given what the user wrote (`written`)."""
+        rule = self.rule_for("email.send")
+        said = written.lower()
+        unwritten = [r for r in recipients if r.lower() not in said]
+        if unwritten and STRICTNESS[rule.unwritten_recipient] > STRICTNESS[rule.decision]:
+            return Ruling(
+                rule.unwritten_recipient,
+                f"you did not write {', '.join(unwritten)} in this conversation",
+            )
+        return Ruling(
+            rule.decision, f"the {rule.source} approval policy says {rule.decision} for email.send"
+        )

@@ -1,0 +1,103 @@
+"""The operator's approval policy on its own: the defaults (email and notify ask, reading does
+not), rules from the variable ahead of the file, wildcards for MCP tools, the unwritten-recipient
+fact, and a policy that cannot be read refusing to start rather than falling back to a looser
+one. Also the words a person answers with."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from services.gateway.approving import verdict_of
+from services.gateway.errors import Invalid
+from services.workers.policy import Policy, PolicyError
+
+pytestmark = pytest.mark.fast
+
+
+def test_by_default_email_and_notify_ask_and_reading_is_allowed() -> None:
+    policy = Policy.configured("", None)
+    assert policy.rule_for("email.send").decision == "ask"
+    assert policy.rule_for("notify").decision == "ask"
+    assert policy.rule_for("wikipedia").decision == "allow"
+    assert policy.rule_for("github__get_issue").decision == "allow"
+    ruling = policy.email(["ada@example.com"], "email ada@example.com")
+    assert ruling.decision == "ask" and "default" in ruling.reason
+
+
+def test_an_allowed_email_still_asks_for_a_recipient_the_user_never_wrote() -> None:
+    policy = Policy.configured("email.send=allow", None)
+    assert policy.email(["ada@example.com"], "Email ADA@example.com please").decision == "allow"
+    asked = policy.email(["ada@example.com", "eve@evil.example"], "email ada@example.com")
+    assert asked.decision == "ask"
+    assert asked.reason == "you did not write eve@evil.example in this conversation"
+    trusting = Policy.configured("email.send=allow;email.send:unwritten_recipient=allow", None)
+    assert trusting.email(["eve@evil.example"], "").decision == "allow"
+
+
+def test_the_variable_comes_before_the_file_and_wildcards_match_mcp_tools(tmp_path: Path) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {"action": "github__create_*", "decision": "deny"},
+                    {"action": "github__*", "decision": "ask"},
+                    {"action": "email.send", "decision": "allow", "unwritten_recipient": "deny"},
+                ]
+            }
+        )
+    )
+    policy = Policy.configured("github__create_issue=ask", str(path))
+    assert policy.rule_for("github__create_issue").decision == "ask"  # the variable wins
+    assert policy.rule_for("github__create_pull_request").decision == "deny"
+    assert policy.rule_for("github__list_issues").decision == "ask"
+    assert policy.rule_for("notify").decision == "ask"  # the defaults still apply after
+    assert policy.email(["x@example.com"], "").decision == "deny"
+
+
+@pytest.mark.parametrize(
+    ("pairs", "content", "says"),
+    [
+        ("email.send=maybe", None, "'maybe' is not one of allow, ask, deny"),
+        ("email.send", None, "is not 'action=decision'"),
+        ("email.send:colour=ask", None, "is not 'action=decision'"),
+        ("", "{not json", "SIDEKICK_APPROVAL_POLICY"),
+        ("", '{"rules": [{"decision": "allow"}]}', "each rule needs an 'action'"),
+        ("", '{"rules": [{"action": "notify", "decision": "allow", "when": 1}]}', "unknown key"),
+        ("", '{"rule": []}', 'expected {"rules": [...]}'),
+    ],
+)
+def test_a_policy_that_cannot_be_read_is_refused_with_the_reason(
+    tmp_path: Path, pairs: str, content: str | None, says: str
+) -> None:
+    path = None
+    if content is not None:
+        path = tmp_path / "policy.json"
+        path.write_text(content)
+    with pytest.raises(PolicyError) as caught:
+        Policy.configured(pairs, str(path) if path else None)
+    assert says in str(caught.value)
+
+
+def test_a_missing_policy_file_is_refused() -> None:
+    with pytest.raises(PolicyError, match="SIDEKICK_APPROVAL_POLICY /no/such/file"):
+        Policy.configured("", "/no/such/file")
+
+
+@pytest.mark.parametrize("words", ["yes", "Yes.", " approve ", "approved", "OK!", "true"])
+def test_words_that_approve(words: str) -> None:
+    assert verdict_of(words) == "approved"
+
+
+@pytest.mark.parametrize("words", ["no", "No.", "deny", "rejected", "needs_changes", "false"])
+def test_words_that_decline(words: str) -> None:
+    assert verdict_of(words) == "denied"
+
+
+@pytest.mark.parametrize("words", ["", "maybe", "yes but change the subject", "sure thing"])
+def test_anything_else_decides_nothing_and_says_how_to_answer(words: str) -> None:
+    with pytest.raises(Invalid, match="answer yes to approve it, or no to decline"):
+        verdict_of(words)

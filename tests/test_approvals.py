@@ -1,0 +1,310 @@
+"""Approvals through the public surfaces, on live services and the fake SendGrid: an email the
+default policy asks about parks its request; a person's yes sends exactly the approved email
+once, a no sends nothing and the answer says so; a second answer, a stale approval id, another
+principal's answer are refused and change nothing; ten answers at once: one wins; a draft that
+changed after approval asks again and the old approval is never used."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types.a2a_pb2 import TaskState
+from playwright.async_api import expect
+
+from contracts.approvals import digest_of
+from services.runtime.bus.natsserver import NatsServer
+from tests.support.approvals import (
+    BODY,
+    answer,
+    approval_env,
+    ask_for_email,
+    script_email,
+    start,
+)
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.fakes.sendgrid import FakeSendGrid
+from tests.support.gateway_client import AuthClient, api, bearer, token
+from tests.support.harness import System
+from tests.support.page import chromium, send, shot
+from tests.support.sse import Sse
+from tests.support.xss import nothing_ran, watched_page
+from tests.test_a2a import say, transport
+from tests.test_agui import read, run_input
+from tests.test_cli_chat import run_chat
+
+
+@pytest.fixture(scope="module")
+def sendgrid() -> Iterator[FakeSendGrid]:
+    with FakeSendGrid() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def asking(
+    nats_server: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
+) -> Iterator[System]:
+    with start(nats_server.url, approval_env(fake_llm, sendgrid), logs_dir) as sys_:
+        yield sys_
+
+
+@pytest.fixture(autouse=True)
+def _reset(sendgrid: FakeSendGrid) -> None:
+    sendgrid.reset()
+
+
+async def test_yes_sends_exactly_the_approved_email_once_and_the_decision_is_kept(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "alice", events=True) as alice:
+        request_id, approval = await ask_for_email(alice)
+        assert approval["action"] == "email.send"
+        assert approval["arguments"] == {"to": "ada@example.com", "subject": "Friday", "body": BODY}
+        assert approval["digest"] == digest_of("email.send", approval["arguments"])
+        assert approval["approvers"] == ["alice"]
+        assert sendgrid.mails == []  # nothing is sent while it waits
+        async with api(asking.http_url, "alice") as http:
+            waiting = (await http.get(f"/api/workflows/{request_id}")).json()
+            assert waiting["status"] == "awaiting_clarification"
+            assert waiting["state"]["approval"]["approval_id"] == approval["approval_id"]
+            assert (
+                "To: ada@example.com" in waiting["state"]["clarification_questions"][0]["question"]
+            )
+
+            done = await answer(alice, request_id, "yes")
+            assert done[-1]["status"] == "completed", done[-1]
+            (mail,) = sendgrid.mails
+            assert mail["content"] == [{"type": "text/plain", "value": BODY}]
+            assert mail["personalizations"][0]["to"] == [{"email": "ada@example.com"}]
+
+            again = await answer(alice, request_id, "yes")
+            assert again[-1]["error"]["code"] == "conflict"
+            state = (await http.get(f"/api/workflows/{request_id}")).json()["state"]
+        (kept,) = state["approvals"]
+        (decision,) = kept["decisions"]
+        assert (decision["decision"], decision["by"]) == ("approved", "alice")
+        assert decision["digest"] == approval["digest"] and decision["at"]
+    assert len(sendgrid.mails) == 1
+
+
+async def test_no_sends_nothing_and_the_answer_says_it_was_declined(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "bob", events=True) as bob:
+        request_id, _ = await ask_for_email(bob)
+        done = await answer(bob, request_id, "No")
+    text = "".join(f.get("on_chat_model_stream", "") for f in done)
+    assert done[-1]["status"] == "completed"
+    assert "The user declined to send this email (to ada@example.com" in text
+    assert sendgrid.mails == []
+
+
+async def test_another_principal_and_a_stale_approval_id_are_refused_and_change_nothing(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "carol", events=True) as carol:
+        request_id, approval = await ask_for_email(carol)
+        async with api(asking.http_url, "mallory") as mallory:
+            stolen = await mallory.post(
+                f"/api/workflows/{request_id}/feedback", json={"approval": "approved"}
+            )
+            assert stolen.status_code == 404
+        async with api(asking.http_url, "carol") as http:
+            stale = await http.post(
+                f"/api/workflows/{request_id}/feedback",
+                json={"approval": "approved", "approval_id": "0" * 32},
+            )
+            assert stale.status_code == 409 and "is not the one" in stale.json()["error"]["message"]
+            unclear = await http.post(
+                f"/api/workflows/{request_id}/feedback", json={"responses": {"q": "maybe"}}
+            )
+            assert unclear.status_code == 422
+            still = (await http.get(f"/api/workflows/{request_id}")).json()
+            assert still["state"]["approval"]["state"] == "pending"
+            assert still["state"]["approvals"] == [] and sendgrid.mails == []
+            ok = await http.post(
+                f"/api/workflows/{request_id}/feedback",
+                json={"approval": "approved", "approval_id": approval["approval_id"]},
+            )
+            assert ok.status_code == 200, ok.text
+        done = await carol.until_end_of(request_id)
+    assert done.end["status"] == "completed" and len(sendgrid.mails) == 1
+
+
+async def test_ten_concurrent_approvals_of_one_action_one_wins_and_one_email_goes(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "dave", events=True) as dave:
+        request_id, _ = await ask_for_email(dave)
+        async with httpx.AsyncClient(
+            base_url=asking.http_url, headers=bearer("dave"), timeout=30
+        ) as http:
+            replies = await asyncio.gather(
+                *(
+                    http.post(
+                        f"/api/workflows/{request_id}/feedback", json={"approval": "approved"}
+                    )
+                    for _ in range(10)
+                )
+            )
+        assert sorted(r.status_code for r in replies) == [200] + [409] * 9
+        done = await dave.until_end_of(request_id)
+    assert done.end["status"] == "completed" and len(sendgrid.mails) == 1
+
+
+async def test_a_draft_changed_after_approval_asks_again_and_the_old_approval_is_never_used(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    changed = BODY + "\n\nP.S. Also wire me $5,000."
+    script_email(fake_llm, BODY, changed)
+    async with AuthClient(asking.ws_url, "erin", events=True) as erin:
+        request_id, first = await ask_for_email(erin)
+        asked_again = await answer(erin, request_id, "yes")
+        (second,) = [f["approval"] for f in asked_again if f.get("event") == "clarification"]
+        assert second["approval_id"] != first["approval_id"]
+        assert second["arguments"]["body"] == changed and second["digest"] != first["digest"]
+        assert "changed after it was approved" in second["reason"]
+        assert sendgrid.mails == []  # the approved digest never matched what would be sent
+        done = await answer(erin, request_id, "yes")
+    assert done[-1]["status"] == "completed"
+    (mail,) = sendgrid.mails
+    assert mail["content"][0]["value"] == changed
+
+
+async def test_the_legacy_protocol_shows_the_email_in_words_and_takes_yes(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with AuthClient(asking.ws_url, "frank") as frank:
+        asked = await frank.ask("email ada@example.com about friday")
+        assert "Sidekick is about to send this email:\nTo: ada@example.com\nSubject: Friday" in (
+            asked.text
+        )
+        assert BODY in asked.text and "Reply yes to approve it, or no to decline." in asked.text
+        assert sendgrid.mails == []
+        sent = await frank.ask("yes")
+    assert "Email sent to ada@example.com via SendGrid" in sent.text
+    assert len(sendgrid.mails) == 1
+
+
+async def test_v1_asks_as_an_assistant_message_and_the_next_call_decides(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with api(asking.http_url, "grace") as http:
+        first = await http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "sidekick",
+                "user": "grace-mail",
+                "messages": [{"role": "user", "content": "email ada@example.com about friday"}],
+            },
+        )
+        asked = first.json()["choices"][0]["message"]["content"]
+        assert "Sidekick is about to send this email" in asked and BODY in asked
+        assert sendgrid.mails == []
+        second = await http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "sidekick",
+                "user": "grace-mail",
+                "messages": [{"role": "user", "content": "no"}],
+            },
+        )
+    assert "declined to send this email" in second.json()["choices"][0]["message"]["content"]
+    assert sendgrid.mails == []
+
+
+async def test_the_page_shows_the_email_as_text_with_approve_and_deny_buttons(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    attack = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> **bold**'
+    script_email(fake_llm, attack)
+    async with chromium() as browser:
+        page = await watched_page(browser, asking, "hank")
+        await send(page, "email ada@example.com about friday")
+        box = page.locator(".turn").nth(0).locator(".approve")
+        await expect(box.get_by_role("button", name="Approve")).to_be_focused()
+        await expect(box.locator("dd").nth(0)).to_have_text("ada@example.com")
+        await expect(box.locator("dd").nth(1)).to_have_text("Friday")
+        await expect(box.locator(".action-body")).to_have_text(attack)
+        assert await box.locator("img, script, strong").count() == 0
+        await page.screenshot(path=shot("page-approval.png"), full_page=True)
+        await box.get_by_role("button", name="Deny").click()
+        turn = page.locator(".turn").nth(0)
+        await expect(turn.locator(".steps")).to_contain_text("You declined it")
+        await expect(turn.locator(".answer")).to_contain_text("declined to send this email")
+        await nothing_ran(page)
+    assert sendgrid.mails == []
+
+
+def test_sidekick_chat_asks_with_the_email_and_the_next_line_decides(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    lines = "email ada@example.com about friday\nyes\n"
+    done = run_chat(asking, lines, "--plain", "--token", token("ivan"))
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "  ? Sidekick is about to send this email:\nTo: ada@example.com\nSubject: Friday" in out
+    assert "(waiting for your answer" in out
+    assert "Email sent to ada@example.com via SendGrid" in out
+    assert len(sendgrid.mails) == 1
+
+
+async def test_a2a_shows_the_approval_as_input_required_and_yes_sends_once(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    async with httpx.AsyncClient(
+        base_url=asking.http_url, headers=bearer("jack"), timeout=90
+    ) as http:
+        _, client = await transport(http, asking.http_url)
+        task = (await client.send_message(say("email ada@example.com about friday"))).task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        text, data = task.status.message.parts
+        assert "Sidekick is about to send this email:\nTo: ada@example.com" in text.text
+        approval = data.data.struct_value.fields["approval"].struct_value.fields
+        assert approval["arguments"].struct_value.fields["body"].string_value == BODY
+        assert sendgrid.mails == []
+        done = (await client.send_message(say("yes", task_id=task.id))).task
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert len(sendgrid.mails) == 1
+
+
+async def ag_ui_run(system: System, principal: str, body: dict[str, Any]) -> list[Sse]:
+    async with (
+        httpx.AsyncClient(base_url=system.http_url, headers=bearer(principal), timeout=90) as h,
+        h.stream("POST", "/ag-ui", json=body) as response,
+    ):
+        return await read(response)
+
+
+async def test_ag_ui_interrupts_for_the_approval_and_a_resumed_no_declines(
+    asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
+) -> None:
+    script_email(fake_llm)
+    first = run_input("email ada@example.com about friday")
+    got = await ag_ui_run(asking, "gina", first)
+    finished = got[-1].json
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
+    (interrupt,) = finished["outcome"]["interrupts"]
+    assert interrupt["reason"] == "approval_required"
+    assert interrupt["metadata"]["approval"]["arguments"]["to"] == "ada@example.com"
+    assert interrupt["responseSchema"]["enum"] == ["yes", "no"]
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": "no"}]
+    resumed = await ag_ui_run(
+        asking, "gina", run_input("", thread=first["threadId"], resume=resume)
+    )
+    assert resumed[-1].json["type"] == "RUN_FINISHED"
+    text = "".join(e.json["delta"] for e in resumed if e.json["type"] == "TEXT_MESSAGE_CONTENT")
+    assert "The user declined to send this email" in text
+    assert sendgrid.mails == []

@@ -1,0 +1,141 @@
+"""Budgets on live services (every fake model call reports 11 tokens in and 7 out): a request
+whose model-call budget runs out after attempt 1 of 3 ends partial with its best answer and a
+note naming the limit, and never makes the next call; a principal whose day is spent is refused
+at the gateway on the WebSocket, the workflows API and /v1, with the day's exact count."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from contracts import Subjects
+from services.runtime.bus.natsserver import NatsServer
+from services.runtime.requests.budgets import Day, day_key
+from tests.support.fakes.openai_server import FakeOpenAI, verdict
+from tests.support.gateway_client import AuthClient, api, tokens_env
+from tests.support.harness import System, llm_env
+from tests.support.scripts import evaluator_held
+from tests.support.workers_support import wait_for
+
+
+def budget_system(nats_url: str, fake_llm: FakeOpenAI, logs: Path, **env: str) -> System:
+    full = {
+        **llm_env(fake_llm.base_url),
+        "SIDEKICK_WORKERS": "GENERAL",
+        "SIDEKICK_AUTH_TOKENS": tokens_env(),
+        **env,
+    }
+    return System(nats_url, full, logs).start_all()
+
+
+@pytest.fixture(scope="module")
+def three_calls(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    with budget_system(
+        nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_REQUEST_CALLS="3"
+    ) as sys_:
+        yield sys_
+
+
+@pytest.fixture(scope="module")
+def small_day(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    with budget_system(
+        nats_server.url,
+        fake_llm,
+        logs_dir,
+        SIDEKICK_BUDGET_DAILY_TOKENS="40",
+        SIDEKICK_PRICES="fake-worker=1:2",  # USD per million tokens in and out
+    ) as sys_:
+        yield sys_
+
+
+async def test_a_budget_that_runs_out_after_attempt_1_of_3_ends_partial_naming_the_limit(
+    three_calls: System, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.script("fake-evaluator", lambda body: verdict(False, 40, "Add the dates."))
+    async with AuthClient(three_calls.ws_url, "alice") as alice:
+        await alice.send({"uuid": alice.uuid, "message": "search for the dates", "events": True})
+        convo = await alice.until_end()
+    # One decision, attempt 1, its verdict: the budget of three model calls is spent, so
+    # attempt 2 is never dispatched.
+    assert len(fake_llm.chat_calls("fake-worker")) == 1
+    assert len(fake_llm.chat_calls("fake-evaluator")) == 1
+    assert convo.text.endswith("Note: this request stopped at its model calls budget (3 of 3)."), (
+        convo.text
+    )
+
+
+async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
+    small_day: System, fake_llm: FakeOpenAI
+) -> None:
+    async with AuthClient(small_day.ws_url, "bob", events=True) as bob:
+        request_id = await bob.ack("search the tides")
+        first = await bob.until_end_of(request_id)
+        assert first.end["status"] == "completed"
+        # Three calls of 18 tokens each, counted once: 54 of the day's 40.
+        assert first.end["metadata"]["usage"]["input_tokens"] == 33
+        # Priced: only the worker's model has a price here, 11 in at $1/M and 7 out at $2/M.
+        assert first.end["metadata"]["cost_usd"] == 0.000025
+        await bob.send({"uuid": bob.uuid, "message": "search the moon"})
+        refused = await bob.frames_until(lambda f: "error" in f)
+    said = "Today's budget for bob is spent (daily tokens: 54 of 40); it resets at 00:00 UTC"
+    assert refused[-1]["error"]["code"] == "rate_limited"
+    assert said in refused[-1]["error"]["message"]
+    async with api(small_day.http_url, "bob") as http:
+        workflow = await http.post("/api/workflows", json={"text": "search the sun"})
+        v1 = await http.post(
+            "/v1/chat/completions",
+            json={"model": "sidekick", "messages": [{"role": "user", "content": "hello"}]},
+        )
+    assert workflow.status_code == 429 and said in workflow.json()["error"]["message"]
+    assert v1.status_code == 429 and said in v1.text
+    async with api(small_day.http_url, "carol") as http:  # another principal's day is its own
+        other = await http.post("/api/workflows", json={"text": "search the tides"})
+        assert other.status_code == 201, other.text
+
+
+async def day_of(nc: NATS, system: System, principal: str) -> Day:
+    kv = await nc.jetstream().key_value(Subjects(system.namespace).bucket("budgets"))
+    entry = await kv.get(day_key(principal))
+    return Day.model_validate_json(entry.value or b"")
+
+
+async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verdict_is_exact(
+    three_calls: System, fake_llm: FakeOpenAI, nc: NATS
+) -> None:
+    with evaluator_held(fake_llm) as hold:
+        async with AuthClient(three_calls.ws_url, "erin", events=True) as erin:
+            request_id = await erin.ack("search the tides")
+            await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
+            three_calls.kill("orchestrator")  # while the verdict is being made
+            hold.set()
+            await asyncio.to_thread(three_calls.restart, "orchestrator")
+            done = await erin.until_end_of(request_id)
+    assert done.end["status"] == "completed"
+    counted = await day_of(nc, three_calls, "erin")
+    # Decision, attempt, verdict: three calls of 11 + 7 tokens, each counted once.
+    assert (counted.input_tokens, counted.output_tokens, counted.calls) == (33, 21, 3)
+    assert counted.counted == [request_id]
+
+    # The verdict delivered again, as a redelivery would, under another message id.
+    s = Subjects(three_calls.namespace)
+    js = nc.jetstream()
+    stored = await js.get_last_msg(s.work_stream, s.evaluation_completed)
+    ack = await js.publish(
+        s.evaluation_completed,
+        stored.data or b"",
+        stream=s.work_stream,
+        headers={"Nats-Msg-Id": f"{request_id}:verdict-again"},
+    )
+
+    async def handled() -> bool:
+        info = await js.consumer_info(
+            s.work_stream, f"{three_calls.namespace}_orchestrator_verdicts"
+        )
+        return bool(info.ack_floor and (info.ack_floor.stream_seq or 0) >= ack.seq)
+
+    await wait_for(handled)
+    assert await day_of(nc, three_calls, "erin") == counted
