@@ -130,7 +130,9 @@ class EmailWorker:
             return result_for(task, success=False, error=str(exc))
         try:
             drafted = await self.llm.structured(
-                conversation(SYSTEM, task.history, draft_text(task, recipients)), EmailDraft
+                conversation(SYSTEM, task.history, draft_text(task, recipients)),
+                EmailDraft,
+                length="answer",
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc))
