@@ -98,6 +98,10 @@ async def collect(*, calls: bool, seconds: float) -> Findings:
         *await checks.mcp_servers(kinds),
         *await checks.nats_server(settings, "SIDEKICK_NATS_URL" in os.environ, seconds),
     ]
+    if calls:
+        from services.cli.doctor_share import share
+
+        found.services.append(await share(settings, found.models, seconds))
     return found
 
 

@@ -49,6 +49,8 @@ BUCKETS: dict[str, float] = {
     "index": 30 * DAY,
     "parked": 0,
     "preferences": 0,
+    # What processes learned about each model endpoint (llm/modes.py): a day, then learned anew.
+    "endpoints": DAY,
 }
 
 
@@ -96,8 +98,8 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "frontline": Role(
             consumers=("frontline",),
-            reads=("sessions", "status", "ledger"),
-            writes=("sessions", "status", "ledger"),
+            reads=("sessions", "status", "ledger", "endpoints"),
+            writes=("sessions", "status", "ledger", "endpoints"),
             # chat.requested: the session's next request, when this one's end starts it.
             publish=(
                 s.chat_requested,
@@ -111,8 +113,8 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "orchestrator": Role(
             consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
-            reads=("requests", "sessions", "status", "ledger", "cache", "parked"),
-            writes=("requests", "sessions", "status", "ledger", "cache", "parked"),
+            reads=("requests", "sessions", "status", "ledger", "cache", "parked", "endpoints"),
+            writes=("requests", "sessions", "status", "ledger", "cache", "parked", "endpoints"),
             watches=("cache", "parked"),
             publish=(
                 s.chat_requested,
@@ -129,13 +131,15 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "evaluator": Role(
             consumers=("evaluator",),
+            reads=("endpoints",),
+            writes=("endpoints",),
             publish=(s.evaluation_completed, s.pong("evaluator")),
             subscribe=(s.ping,),
         ),
         "workers": Role(
             consumers=tuple(f"worker_{kind}" for kind in WORKER_KINDS),
-            reads=("ledger",),
-            writes=("ledger",),
+            reads=("ledger", "endpoints"),
+            writes=("ledger", "endpoints"),
             publish=(s.worker_completed, s.progress("*"), s.outbox_all, s.pong("workers")),
             subscribe=(s.request_cancel, s.ping),
         ),

@@ -34,6 +34,7 @@ from services.runtime.base.telemetry import setup_tracing
 from services.runtime.bus.busmetrics import prometheus_middleware
 from services.runtime.bus.core import Bus
 from services.runtime.bus.natsauth import inbox_prefix
+from services.runtime.hosting import endpoints
 from services.runtime.hosting.health import Probe, answer_pings
 from services.runtime.walls.httpguard import Guard, uvicorn_options
 
@@ -125,6 +126,8 @@ class ServiceHost:
         @contextlib.asynccontextmanager
         async def lifespan(_: Starlette) -> AsyncIterator[None]:
             await self.bus.setup()
+            if self.name != "gateway":  # the model roles: what their endpoints are known to take
+                await endpoints.share(self.bus.kv.get(endpoints.BUCKET), self.settings, self.name)
             await self.bus.broker.start()
             await self.bus.start()
             for hook in self.on_ready:

@@ -34,6 +34,7 @@ from services.runtime.base.metrics import LLM_ERRORS, LLM_LATENCY, LLM_TOKENS
 from services.runtime.base.settings import LLMConfig
 from services.runtime.llm import calls as rules
 from services.runtime.llm.calls import CallTimeout
+from services.runtime.llm.modes import MODES
 from services.runtime.llm.sse import TRANSPORT_ERRORS, Response, StreamError, events
 from services.runtime.llm.types import ChatReply, Messages, StreamResult, ToolCall
 
@@ -231,7 +232,9 @@ class Endpoint:
                 if isinstance(fn := call.get("function"), dict)
             ]
             content = message.get("content") or ""
-            if _reported(data.get("usage")):
+            reported = _reported(data.get("usage"))
+            MODES.usage_seen(self.key, reported)
+            if reported:
                 usage = usage_of(data.get("usage"), model)
             else:
                 said = content + "".join(c.arguments for c in calls)
@@ -324,6 +327,7 @@ class Endpoint:
             for _, parts in sorted(calls.items())
         ]
         result.model = result.model or self.model
+        MODES.usage_seen(self.key, result.usage.calls > 0)
         if result.usage.calls == 0:  # the server reported none: counted here
             said = result.text + "".join(c.arguments for c in result.tool_calls)
             result.usage = rules.counted(result.model, messages, said, body)
