@@ -117,17 +117,37 @@ async def test_usage_the_server_does_not_report_is_counted_and_marked(
     assert usage.models[result.model].input_tokens == usage.input_tokens
 
 
-async def test_cancelling_a_stream_stops_the_servers_generation(real_model: RealModel) -> None:
-    """Closing a streamed call (what a cancelled request does) closes its HTTP request: the
-    next call is answered at once, not after the abandoned one's 3000 tokens."""
+@pytest.mark.parametrize("how", ["closed", "cancelled"])
+async def test_a_stream_stopped_early_stops_the_servers_generation(
+    real_model: RealModel, how: str
+) -> None:
+    """A stream whose reader closes it (the frontline once it has what it needs) or whose task
+    is cancelled (a cancelled request) closes its HTTP request: the next call is answered at
+    once, not after the abandoned reply's 3000 tokens."""
     llm = LLMClient(real_model.config(max_tokens_answer=3000), timeout=120, max_retries=0)
     result = StreamResult()
-    stream = llm.stream(LONG, result)
-    async for _ in stream:
-        if len(result.text) > 20:
-            break
-    await stream.aclose()
+    if how == "closed":
+        stream = llm.stream(LONG, result)
+        async for _ in stream:
+            if len(result.text) > 20:
+                break
+        await stream.aclose()
+    else:
+        started_writing = asyncio.Event()
+
+        async def read() -> None:
+            async for _ in llm.stream(LONG, result):
+                if len(result.text) > 20:
+                    started_writing.set()
+
+        task = asyncio.create_task(read())
+        await asyncio.wait_for(started_writing.wait(), 60)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert 20 < len(result.text) < 2000, "stopped early, mid-reply"
     quick = LLMClient(real_model.config(max_tokens_answer=4), timeout=60, max_retries=0)
     started = time.monotonic()
     await asyncio.wait_for(quick.complete(SHORT), 60)
-    assert time.monotonic() - started < 15, "the server went on generating the cancelled reply"
+    waited = time.monotonic() - started
+    assert waited < 15, f"the next call waited {waited:.1f}s: the server went on generating"
