@@ -132,7 +132,7 @@ class LLMClient:
             return Structured(parse(schema, text), first.usage, first.model, mode)
         except ValidationError as exc:
             error = short_error(exc)
-            if first.finish_reason == "length":  # a repair would be cut short the same way
+            if _cut_short(first, extra):  # a repair would be cut short the same way
                 raise self._invalid(
                     ep,
                     f"structured output mode {mode}",
@@ -285,3 +285,11 @@ class LLMClient:
             return False
         MODES.step_down(ep.key, "tools", str(exc))
         return True
+
+
+def _cut_short(reply: ChatReply, extra: dict[str, Any]) -> bool:
+    """Whether `reply` stopped at its max_tokens: the server says so, or (llama.cpp names a
+    forced tool call's end `tool_calls` whatever stopped it) it used every token allowed."""
+    limit = extra.get("max_tokens")
+    used_all = isinstance(limit, int) and reply.usage.output_tokens >= limit
+    return reply.finish_reason == "length" or used_all

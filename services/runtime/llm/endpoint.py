@@ -187,9 +187,12 @@ class Endpoint:
             await asyncio.sleep(rules.backoff(attempt, error, self.retry_cap))
             attempt += 1
 
-    def _cut(self, finish: str | None, body: dict[str, Any]) -> None:
-        """Report a reply that stopped at its max_tokens (one line, and the error metric)."""
-        if finish != "length":
+    def _cut(self, finish: str | None, body: dict[str, Any], used: int) -> None:
+        """Report a reply that stopped at its max_tokens (one line, and the error metric): the
+        server says so, or it used every token allowed (llama.cpp ends a forced tool call with
+        `tool_calls` whatever stopped it)."""
+        limit = body.get("max_tokens")
+        if finish != "length" and not (isinstance(limit, int) and used >= limit):
             return
         LLM_ERRORS.labels(self.role, self.model, "max_tokens").inc()
         log.warning(
@@ -240,7 +243,7 @@ class Endpoint:
                 said = content + "".join(c.arguments for c in calls)
                 usage = rules.counted(model, messages, said, extra)
             self._record(usage, started, span)
-            self._cut(finish, body)
+            self._cut(finish, body, usage.output_tokens)
             return ChatReply(
                 content=content, tool_calls=calls, finish_reason=finish, usage=usage, model=model
             )
@@ -333,7 +336,7 @@ class Endpoint:
             result.usage = rules.counted(result.model, messages, said, body)
         span.set_attribute("gen_ai.response.model", result.model)
         self._record(result.usage, started, span)
-        self._cut(result.finish_reason, body)
+        self._cut(result.finish_reason, body, result.usage.output_tokens)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         self._require()
