@@ -69,7 +69,8 @@ async def test_a_direct_answer_streams_and_the_page_says_the_model_is_tiny(
     async with Client(model_system.ws_url, events=True) as client:
         convo = await client.ask("Hello! What is a cat?")
     assert convo.errors == [] and convo.chunks, "the answer came as stream frames"
-    assert convo.end == {"on_chat_model_end": True}
+    assert convo.end["on_chat_model_end"] is True
+    assert convo.end["metadata"]["route"] == "direct"  # the tiny model never calls `route`
     async with api(model_system.http_url, None) as http:
         config = (await http.get("/api/config")).json()
     assert "tiny demonstration model" in config["model_notice"]
@@ -116,10 +117,12 @@ async def test_a_workflow_runs_every_stage_and_ends_within_its_bound(
             assert answered.status_code == 200, answered.text
     state = view["state"]
     assert state["worker_type"] == "RESEARCH"
-    assert local_brave.queries(), "the researcher searched"
     if view["status"] == "failed":
+        # What SmolLM2-135M does today: its plan runs to max_tokens in tools mode (and is
+        # invalid JSON in json_object mode), so the worker fails at planning, saying why.
         assert state["error"], "a failed workflow says why"
         return
+    assert local_brave.queries(), "the researcher searched"
     final = view["final_output"]
     assert final["response"] and final["status"] in ("completed", "partial")
     assert final["score"] is not None, "the evaluator gave its verdict"
