@@ -1,9 +1,13 @@
 """Every event of the request flow, and the discriminated union of all of them.
 
 Flow: ChatRequested -> (frontline) StreamChunk* + RequestCompleted | RequestRouted
--> (orchestrator) OrchestratorDecided -> WorkerTask -> (worker) WorkerResult
+-> (orchestrator) WorkerTask -> (worker) WorkerResult
 -> (orchestrator) EvaluationRequested -> (evaluator) VerdictIssued -> (orchestrator)
 WorkerTask (retry) | RequestCompleted | RequestFailed. Progress events narrate the way.
+
+The orchestrator's decision is no event of its own: it is kept in the request's loop state (the
+orchestrator's own `requests` bucket, services/orchestrator/state.py) and told to clients and
+traces by the `decided` Progress event (worker kind and task).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter
 
 from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
-from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
+from contracts.decisions import Question, Verdict, WorkerType
 
 
 class RequestOptions(Event):
@@ -55,13 +59,6 @@ class RequestRouted(RequestOptions):
     kind: Literal["request.routed"] = "request.routed"
     reason: str = Field(description="Why the frontline routed it.")
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
-
-
-class OrchestratorDecided(Event):
-    """The orchestrator's decision for a request (recorded and reported as progress)."""
-
-    kind: Literal["orchestrator.decided"] = "orchestrator.decided"
-    decision: OrchestratorDecision = Field(description="The decision as the model gave it.")
 
 
 class WorkerTask(Event):
@@ -157,6 +154,17 @@ ProgressStage = Literal[
 ]
 
 
+class ToolUse(Model):
+    """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
+
+    call_id: str = Field(description="The model's id of the call.")
+    name: str = Field(description="The tool.")
+    arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
+    result: str = Field(description="What it returned (at most 2,000 characters).")
+    ok: bool = Field(description="False when the tool reported an error.")
+    attempt: int = Field(ge=1, description="The attempt that made the call.")
+
+
 class Progress(Event):
     """A step of the request's way, for clients in events mode (core NATS)."""
 
@@ -172,6 +180,9 @@ class Progress(Event):
     workflow_status: WorkflowStatus | None = Field(
         default=None,
         description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
+    )
+    tool: ToolUse | None = Field(
+        default=None, description="For 'worker_step': the tool call the TOOLS worker just made."
     )
 
 
@@ -251,7 +262,6 @@ class RequestCancelled(Event):
 AnyEvent = Annotated[
     ChatRequested
     | RequestRouted
-    | OrchestratorDecided
     | WorkerTask
     | WorkerResult
     | EvaluationRequested

@@ -37,7 +37,7 @@ from pydantic import (
 
 from contracts.base import IfBusy, Model, Source, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
-from contracts.events import FailureCode, ProgressStage
+from contracts.events import FailureCode, ProgressStage, ToolUse
 
 ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
 # Request ids become NATS subject tokens and KV keys, so they may hold neither "." nor ":".
@@ -284,6 +284,9 @@ class ProgressEvent(OutFrame):
     workflow_status: WorkflowStatus | None = Field(
         default=None,
         description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
+    )
+    tool: ToolUse | None = Field(
+        default=None, description="For 'worker_step': the tool call the TOOLS worker just made."
     )
 
 

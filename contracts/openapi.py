@@ -7,10 +7,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from contracts import http
+from contracts import a2a, http
 from contracts import openai as oai
 
 Body = type[BaseModel]
@@ -33,7 +34,7 @@ ERRORS: dict[int, Body | None] = {
 }
 
 
-def read(path: str, summary: str, answer: Body, tag: str = "workflows") -> Operation:
+def read(path: str, summary: str, answer: Body | None, tag: str = "workflows") -> Operation:
     """A GET answering `answer`, or one of the usual errors."""
     return Operation("get", path, summary, answers={200: answer, **ERRORS}, tag=tag)
 
@@ -107,6 +108,33 @@ OPERATIONS: tuple[Operation, ...] = (
         answers={200: oai.ModelList, 401: oai.OpenAIError},
         tag="openai",
     ),
+    Operation(
+        "post",
+        "/ag-ui",
+        "An AG-UI run: text/event-stream of AG-UI events, each with an SSE id; the same runId "
+        "again (with Last-Event-ID) re-attaches, `resume` answers an interrupt",
+        RunAgentInput,
+        {200: None, 409: http.ErrorResponse, 429: http.ErrorResponse, **ERRORS},
+        tag="ag-ui",
+    ),
+    read("/ag-ui/runs/{run_id}", "Re-attach to a run (SSE) after Last-Event-ID", None, "ag-ui"),
+    Operation(
+        "post",
+        "/ag-ui/runs/{run_id}/cancel",
+        "Cancel a run's request",
+        answers={202: None, 409: http.ErrorResponse, **ERRORS},
+        tag="ag-ui",
+    ),
+    read("/.well-known/agent-card.json", "The A2A agent card", a2a.AgentCard, "a2a"),
+    read("/.well-known/agent.json", "The A2A agent card (older path)", a2a.AgentCard, "a2a"),
+    Operation(
+        "post",
+        "/a2a",
+        "A2A JSON-RPC 2.0 (1.0 method names and 0.3 ones; streaming methods answer SSE)",
+        a2a.JsonRpcRequest,
+        {200: a2a.JsonRpcResponse, 401: http.ErrorResponse, 429: a2a.JsonRpcResponse},
+        tag="a2a",
+    ),
 )
 
 
@@ -147,7 +175,8 @@ def document(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
             "title": "Sidekick gateway",
             "version": "1",
             "description": "The workflows API (compatible with the workflow seed), the page's "
-            "API and the OpenAI-compatible endpoint. Bearer tokens when the gateway has them.",
+            "API, the OpenAI-compatible endpoint, AG-UI (`/ag-ui`) and A2A (`/a2a`, the agent "
+            "card under `/.well-known/`). Bearer tokens when the gateway has them.",
         },
         "components": {
             "schemas": defs.get("$defs", {}),

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from contracts import decisions, email, events, frames, health, http, research, state
+from contracts import a2a, decisions, email, events, frames, health, http, research, state
 from contracts import openai as oai
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -20,7 +20,6 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     # Bus events.
     "ChatRequested": events.ChatRequested,
     "RequestRouted": events.RequestRouted,
-    "OrchestratorDecided": events.OrchestratorDecided,
     "WorkerTask": events.WorkerTask,
     "WorkerResult": events.WorkerResult,
     "EvaluationRequested": events.EvaluationRequested,
@@ -78,6 +77,11 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "ChatCompletionChunk": oai.ChatCompletionChunk,
     "ModelList": oai.ModelList,
     "OpenAIError": oai.OpenAIError,
+    # A2A (services/gateway/a2a/): the card, a task, one event of a stream, a page of tasks.
+    "A2AAgentCard": a2a.AgentCard,
+    "A2ATask": a2a.Task,
+    "A2AStreamResponse": a2a.StreamResponse,
+    "A2AListTasksResponse": a2a.ListTasksResponse,
 }
 
 

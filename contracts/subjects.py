@@ -18,7 +18,6 @@ V = TypeVar("V")
 # Relative subject names (commands imperative, events past tense).
 CHAT_REQUESTED = "chat.requested"
 REQUEST_ROUTED = "request.routed"
-ORCHESTRATOR_DECIDED = "orchestrator.decided"
 WORKER_RUN = "worker.{kind}.run"
 WORKER_COMPLETED = "worker.completed"
 EVALUATOR_RUN = "evaluator.run"
@@ -97,7 +96,6 @@ class Subjects:
 
     chat_requested = _Name.subject(CHAT_REQUESTED)
     request_routed = _Name.subject(REQUEST_ROUTED)
-    orchestrator_decided = _Name.subject(ORCHESTRATOR_DECIDED)
     worker_run_all = _Name.subject(WORKER_RUN.format(kind="*"))
     worker_completed = _Name.subject(WORKER_COMPLETED)
     evaluator_run = _Name.subject(EVALUATOR_RUN)
@@ -111,8 +109,9 @@ class Subjects:
     request_cancel = _Name.subject(REQUEST_CANCEL)
     stream = _Name.each(STREAM)
     progress = _Name.each(PROGRESS)
-    # Every client-bound event of every request.
+    # Every client-bound event of every request, and of one request.
     out_all = _Name.subject("out.>")
+    out_of = _Name.each("out.{request_id}.*")
     deadletter = _Name.each(DEADLETTER)
     outbox = _Name.each(OUTBOX)
     outbox_all = _Name.subject("outbox.>")
@@ -153,12 +152,11 @@ class Subjects:
 
     @property
     def result_subjects(self) -> list[str]:
-        return [
-            self.request_completed("*"),
-            self.request_failed("*"),
-            self.request_clarification("*"),
-            self.request_cancelled("*"),
-        ]
+        """Every client-bound event is kept, in the order published: the outcomes (published
+        durably) and the chunks and progress (core NATS, stored by the server as they pass), so
+        a client that lost its stream re-attaches from the last event it saw (the A2A and
+        AG-UI streams, services/gateway/feed.py)."""
+        return [self.out_all]
 
 
 DEFAULT = Subjects()

@@ -154,7 +154,9 @@ def test_the_readme_map_names_every_package_and_only_paths_that_exist() -> None:
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert not missing, f"the README's map names paths that do not exist: {missing}"
     packages = {
-        str(p.parent.relative_to(ROOT)) + "/" for p in (ROOT / "services").glob("*/__init__.py")
+        str(p.parent.relative_to(ROOT)) + "/"
+        for pattern in ("*/__init__.py", "runtime/*/__init__.py")
+        for p in (ROOT / "services").glob(pattern)
     } | {"contracts/", "tests/", "deploy/", "bench/", "docs/"}
     unnamed = sorted(p for p in packages if p not in named)
     assert not unnamed, f"the README's map leaves out: {unnamed}"

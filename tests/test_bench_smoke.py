@@ -93,7 +93,9 @@ def test_quick_bench_prints_a_table_and_json_with_every_figure(tmp_path: Path) -
         got = recovery["victims"][victim]
         assert got["errors"] == 0, got["error_kinds"]
         assert got["completed"] == got["in_flight"] == 4, "every request in flight completed"
-        assert got["ready_after_s"] > 0 and got["all_done_after_s"] >= got["ready_after_s"]
+        # The restarted process may finish requests before restart() has seen it ready (it
+        # polls), so both figures only count from the kill.
+        assert got["ready_after_s"] > 0 and got["all_done_after_s"] > 0
 
     verdicts = {row["figure"]: row["met"] for row in results["targets"]}
     for figure in (

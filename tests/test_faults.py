@@ -32,7 +32,8 @@ async def terminal_events(nc: NATS, namespace: str, request_id: str) -> list[dic
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         msg = await js.get_msg(stream, seq)
         data = json.loads(msg.data or b"{}")
-        if data.get("request_id") == request_id:
+        # The stream keeps the chunks and progress too; the ends are what counts here.
+        if data.get("request_id") == request_id and data.get("kind", "").startswith("request."):
             found.append(data)
     return found
 

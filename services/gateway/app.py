@@ -17,9 +17,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from contracts import OUTCOMES, Progress, parse_event
+from services.gateway.a2a.rpc import A2AApi
+from services.gateway.agui.endpoint import AgUiApi
 from services.gateway.api import PageApi, cors, guarded, meta_routes
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.deliveries import Deliveries
+from services.gateway.feed import Feed
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.limits import Limits
@@ -124,6 +127,8 @@ def build(settings: Settings) -> ServiceHost:
         *PreferencesApi(preferences, auth).routes(),
         *meta_routes(bus),
         *OpenAIApi(hub, intake, auth).routes(),
+        *AgUiApi(intake, auth, Feed(bus)).routes(),
+        *A2AApi(hub, intake, auth, Feed(bus)).routes(),
     ]
     probe = Probe(bus)
     probe.register()

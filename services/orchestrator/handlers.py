@@ -280,6 +280,10 @@ class Orchestrator:
         await self._move(
             ev.request_id, "evaluating", tracked, detail=f"judging attempt {ev.attempt}"
         )
+        # The attempt's work is done and judging begins (AG-UI's "evaluating attempt n" step).
+        await self._progress(
+            state, "attempt_finished", f"judging attempt {ev.attempt}", attempt=ev.attempt
+        )
         with in_attempt(state, ev.attempt):
             await self.bus.publish(
                 ev,

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from contracts import Progress, WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.base.settings import Settings
-from services.runtime.bus.core import Bus, msg_id
+from services.runtime.bus.core import Bus, msg_id, outage
 from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
 from services.runtime.requests.cancels import Cancellations
@@ -86,6 +86,8 @@ def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:
                 return
             result = work.result()
         except Exception as exc:  # a bug in a worker must still end the attempt
+            if outage(exc):  # the bus is away (e.g. the ledger's claim timed out): not a bug;
+                raise  # the consumer retries the task with one WARNING line, no traceback
             log.exception("%s worker crashed on %s", worker.kind, task.request_id)
             result = result_for(task, success=False, error=f"internal error: {exc!r}")
         await _publish(result)

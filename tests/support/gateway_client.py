@@ -44,6 +44,11 @@ PRINCIPALS = (
     "hank",
     "iris",
     "jack",
+    # tests/test_a2a.py and tests/test_agui.py
+    "kim",
+    "lou",
+    "max",
+    "nia",
 )
 
 

@@ -120,7 +120,6 @@ class Settings(BaseSettings):
 
     llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per model call.")
     llm_max_retries: int = Field(default=3, ge=0, description="Retries on 429/5xx/timeout.")
-    llm_retry_max_wait: float = Field(default=30.0, gt=0, description="Cap on one back-off.")
     llm_max_tokens_short: int = Field(
         default=1024,
         ge=0,
@@ -208,7 +207,7 @@ class Settings(BaseSettings):
         description="host:port entries exempt from the egress check (operator-trusted).",
     )
     ops_host: str = "127.0.0.1"
-    ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = none.")
+    ops_port: int = Field(default=0, ge=0, description="Health/metrics port; 0 = any free one.")
 
     @model_validator(mode="after")
     def _heartbeats_keep_messages(self) -> Settings:

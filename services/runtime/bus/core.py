@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Protocol, TypeVar
 
+import nats.errors
+import nats.js.errors
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -43,8 +45,27 @@ E_in = TypeVar("E_in", bound=Event, contravariant=True)
 B = TypeVar("B")
 
 DAY = 24 * 3600
-# Client-bound events that are also kept (the results stream).
+# Client-bound events published durably (acked) on the results stream; chunks and progress
+# are published on core NATS and kept by the same stream as they pass.
 TERMINAL_SUFFIXES = (".completed", ".failed", ".clarification", ".cancelled")
+
+
+# What a call to the bus raises while the bus is away (a timeout, a closed or reconnecting
+# connection, JetStream without a leader): an outage to ride out, not a bug in the code.
+OUTAGE_ERRORS = (
+    TimeoutError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoServersError,
+    nats.errors.NoRespondersError,
+    nats.errors.StaleConnectionError,
+    nats.js.errors.ServiceUnavailableError,
+)
+
+
+def outage(exc: BaseException) -> bool:
+    """Whether `exc` says the bus is away (logged as one line, never with a traceback)."""
+    return isinstance(exc, OUTAGE_ERRORS)
 
 
 # How many times the message being handled (in this task) has been delivered: 1 the first time.
@@ -321,8 +342,17 @@ class Bus:
             except Exception as exc:
                 span.record_exception(exc)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
+                away = outage(exc)
                 if delivered >= self.settings.max_deliver:
-                    log.exception("giving up on %s after %d deliveries", subject, delivered)
+                    if away:
+                        log.warning(
+                            "giving up on %s after %d deliveries: the bus did not answer (%r)",
+                            subject,
+                            delivered,
+                            exc,
+                        )
+                    else:
+                        log.exception("giving up on %s after %d deliveries", subject, delivered)
                     await self.dead_letter(
                         self.service, f"exhausted: {exc!r}"[:500], msg.data, msg.headers or {}
                     )
@@ -330,7 +360,15 @@ class Bus:
                         await on_exhausted(event, exc)
                     await msg.term()
                     return "dead_lettered"
-                log.warning("retrying %s (delivery %d)", subject, delivered, exc_info=exc)
+                if away:
+                    log.warning(
+                        "retrying %s (delivery %d): the bus did not answer (%r)",
+                        subject,
+                        delivered,
+                        exc,
+                    )
+                else:
+                    log.warning("retrying %s (delivery %d)", subject, delivered, exc_info=exc)
                 await msg.nak(delay=min(2.0**delivered, 30.0))
                 return "retried"
         await msg.ack()

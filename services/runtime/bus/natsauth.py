@@ -138,6 +138,14 @@ def permissions(service: str, namespace: str) -> Permissions:
             ]
     for stream in role.reads_streams:
         publish += [f"{api}.STREAM.INFO.{stream}", f"{api}.STREAM.MSG.GET.{stream}"]
+    for stream in role.follows_streams:
+        # An ordered consumer: ephemeral, created per follower, answered by flow control.
+        publish += [
+            f"{api}.CONSUMER.CREATE.{stream}",
+            f"{api}.CONSUMER.CREATE.{stream}.>",
+            f"{api}.CONSUMER.INFO.{stream}.*",
+            f"$JS.FC.{stream}.>",
+        ]
     subscribe = [f"{inbox_prefix(service)}.>", *role.subscribe]
     return Permissions(publish=publish, subscribe=subscribe, deny_publish=DENIED_TO_SERVICES)
 

@@ -66,6 +66,8 @@ class Role:
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
     reads_streams: tuple[str, ...] = field(default=())  # streams it reads messages of by sequence
+    # Streams it follows with ordered ephemeral consumers (the gateway's re-attachable streams).
+    follows_streams: tuple[str, ...] = field(default=())
 
 
 def consumers(s: Subjects) -> dict[str, str]:
@@ -94,7 +96,8 @@ def roles(s: Subjects) -> dict[str, Role]:
             watches=("index",),
             publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
             subscribe=(s.out_all, s.pong_all),
-            reads_streams=(s.outbox_stream,),
+            reads_streams=(s.outbox_stream, s.results_stream),
+            follows_streams=(s.results_stream,),
         ),
         "frontline": Role(
             consumers=("frontline",),

@@ -19,6 +19,12 @@ from services.runtime.llm import ChatReply
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 
 ChatFn = Callable[[list[ChatCompletionMessageParam], list[dict[str, Any]]], Awaitable[ChatReply]]
+# Told of each call after it ran: (call id, tool, arguments as JSON text, result, ok).
+CallSeen = Callable[[str, str, str, str, bool], Awaitable[None]]
+
+
+async def _unseen(call_id: str, tool: str, arguments: str, result: str, ok: bool) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ async def run_tool_loop(
     run: RunContext,
     *,
     max_steps: int,
+    seen: CallSeen = _unseen,
 ) -> LoopOutcome:
     conversation = list(messages)
     outcome = LoopOutcome(answer=None, steps=0)
@@ -82,6 +89,7 @@ async def run_tool_loop(
                 tool_call.name, tool_call.arguments, Call(run, tool_call.id)
             )
             outcome.calls.append(CallRecord(step, tool_call.name, result.ok))
+            await seen(tool_call.id, tool_call.name, tool_call.arguments, result.content, result.ok)
             # Tool output is data in a tool message, never part of a system prompt.
             conversation.append(
                 {"role": "tool", "tool_call_id": tool_call.id, "content": result.content}

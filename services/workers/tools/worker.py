@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from contracts import WorkerResult, WorkerTask
+from contracts import Progress, ToolUse, WorkerResult, WorkerTask
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.llm import ChatReply
 from services.runtime.llm.prompts import conversation
@@ -38,6 +38,8 @@ answer what could not be done. Never claim to have done something a tool did not
 CALL_TIMEOUT = 180.0
 # Functions one request may offer the model (OpenAI's limit); MCP tools beyond it are left out.
 MAX_TOOLS = 128
+# How much of a call's arguments and result its progress event shows.
+SHOWN_CHARS = 2000
 
 
 def mcp_tools(settings: ToolsSettings, *, limit: int) -> McpTools | None:
@@ -63,7 +65,7 @@ class ToolsWorker:
     def __init__(self, deps: WorkerDeps, settings: ToolsSettings | None = None) -> None:
         self.llm = deps.llm
         self.settings = settings or ToolsSettings()
-        bus = deps.bus
+        self.bus = bus = deps.bus
         self.clients = Clients.create(
             self.settings,
             data_dir=deps.settings.data_dir,
@@ -99,6 +101,32 @@ class ToolsWorker:
             await self.mcp.stop()
         await self.clients.close()
 
+    async def _seen(
+        self, task: WorkerTask, call_id: str, tool: str, arguments: str, result: str, ok: bool
+    ) -> None:
+        """A call's progress event, for clients that show tool calls (AG-UI's TOOL_CALL_*)."""
+        use = ToolUse(
+            call_id=call_id,
+            name=tool,
+            arguments=arguments[:SHOWN_CHARS],
+            result=result[:SHOWN_CHARS],
+            ok=ok,
+            attempt=task.attempt,
+        )
+        step = Progress(
+            request_id=task.request_id,
+            session_id=task.session_id,
+            stage="worker_step",
+            detail=f"called {tool}",
+            attempt=task.attempt,
+            worker_type="TOOLS",
+            tool=use,
+        )
+        try:
+            await self.bus.emit(step, self.bus.subjects.progress(task.request_id))
+        except Exception as exc:  # progress is for show; the call itself went through
+            log.warning("could not report a tool call of %s: %r", task.request_id, exc)
+
     async def _chat(
         self, messages: list[ChatCompletionMessageParam], tools: list[dict[str, Any]]
     ) -> ChatReply:
@@ -111,7 +139,12 @@ class ToolsWorker:
         messages = conversation(SYSTEM, task.history, tools_prompt(task))
         try:
             outcome = await run_tool_loop(
-                self._chat, messages, self.toolbox, run, max_steps=self.settings.tools_max_steps
+                self._chat,
+                messages,
+                self.toolbox,
+                run,
+                max_steps=self.settings.tools_max_steps,
+                seen=lambda *call: self._seen(task, *call),
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc), sources=run.sources)

@@ -1,0 +1,239 @@
+"""The A2A (Agent2Agent, spec 1.0) shapes the gateway speaks over JSON-RPC: the agent card, a
+task and its parts, the stream's updates, and the requests' params. JSON names are camelCase
+and enums SCREAMING_SNAKE_CASE, as the spec's ProtoJSON mapping has them; optional fields with
+no value are left out. Params are read leniently (unknown members ignored, 0.3 spellings such as
+`role: "user"` and `{"kind": "text"}` parts accepted), as the spec asks of a server.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+TaskState = Literal[
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+]
+TERMINAL_TASK_STATES = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+)
+
+
+class Wire(BaseModel):
+    """An A2A object as sent: camelCase, frozen, closed."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Params(BaseModel):
+    """Request params as received: unknown members ignored (forward compatibility)."""
+
+    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+
+class Part(Wire):
+    text: str | None = Field(default=None, description="Text content.")
+    data: Any = Field(default=None, description="Structured content (any JSON value).")
+    url: str | None = Field(default=None, description="A file by address.")
+    media_type: str | None = Field(default=None, description="The content's media type.")
+    filename: str | None = Field(default=None, description="A file's name.")
+
+
+class Message(Wire):
+    message_id: str = Field(description="The message's id.")
+    context_id: str | None = Field(default=None, description="Its conversation (session).")
+    task_id: str | None = Field(default=None, description="The task it belongs to.")
+    role: Literal["ROLE_USER", "ROLE_AGENT"] = Field(description="Who sent it.")
+    parts: list[Part] = Field(description="Its content.")
+
+
+class TaskStatus(Wire):
+    state: TaskState = Field(description="Where the task is.")
+    message: Message | None = Field(default=None, description="The agent's word on it.")
+    timestamp: str | None = Field(default=None, description="When (ISO 8601).")
+
+
+class Artifact(Wire):
+    artifact_id: str = Field(description="The artifact's id within its task.")
+    name: str | None = Field(default=None, description="A name for it.")
+    description: str | None = Field(default=None, description="What it is.")
+    parts: list[Part] = Field(description="Its content.")
+
+
+class Task(Wire):
+    id: str = Field(description="The task (a Sidekick request id).")
+    context_id: str = Field(description="Its conversation (the Sidekick session uuid).")
+    status: TaskStatus = Field(description="Where it is.")
+    artifacts: list[Artifact] | None = Field(default=None, description="The answer, sources.")
+    history: list[Message] | None = Field(default=None, description="Its messages.")
+    metadata: dict[str, Any] | None = Field(default=None, description="Sidekick's details.")
+
+
+class TaskStatusUpdateEvent(Wire):
+    task_id: str = Field(description="The task.")
+    context_id: str = Field(description="Its conversation.")
+    status: TaskStatus = Field(description="Its new status.")
+
+
+class TaskArtifactUpdateEvent(Wire):
+    task_id: str = Field(description="The task.")
+    context_id: str = Field(description="Its conversation.")
+    artifact: Artifact = Field(description="The artifact, or a chunk of it.")
+    append: bool | None = Field(default=None, description="Append to the artifact so far.")
+    last_chunk: bool | None = Field(default=None, description="The artifact's last chunk.")
+
+
+class StreamResponse(Wire):
+    """One event of a stream: exactly one member is set."""
+
+    task: Task | None = Field(default=None, description="The task (first event).")
+    message: Message | None = Field(default=None, description="A message.")
+    status_update: TaskStatusUpdateEvent | None = Field(default=None, description="A status.")
+    artifact_update: TaskArtifactUpdateEvent | None = Field(default=None, description="Output.")
+
+
+class ListTasksResponse(Wire):
+    tasks: list[Task] = Field(description="This page of tasks, newest first.")
+    next_page_token: str = Field(description="The next page's cursor; empty on the last page.")
+    page_size: int = Field(description="The page size used.")
+    total_size: int = Field(description="How many tasks match, over all pages.")
+
+
+class PartIn(Params):
+    text: str | None = None
+    data: Any = None
+    kind: str | None = None  # 0.3
+    url: str | None = None
+    raw: str | None = None
+    file: Any = None  # 0.3
+
+
+class MessageIn(Params):
+    message_id: str = Field(min_length=1, max_length=128)
+    context_id: str | None = None
+    task_id: str | None = None
+    role: str
+    parts: list[PartIn] = Field(min_length=1)
+
+
+class SendConfiguration(Params):
+    accepted_output_modes: list[str] | None = None
+    task_push_notification_config: Any = None
+    push_notification_config: Any = None  # 0.3
+    history_length: int | None = Field(default=None, ge=0)
+    return_immediately: bool | None = None
+    blocking: bool | None = None  # 0.3: false means return at once
+
+
+class SendMessageParams(Params):
+    message: MessageIn
+    configuration: SendConfiguration | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class TaskIdParams(Params):
+    id: str = Field(min_length=1, max_length=128)
+    history_length: int | None = Field(default=None, ge=0)
+
+
+class ListTasksParams(Params):
+    context_id: str | None = None
+    status: TaskState | None = None
+    page_size: int | None = Field(default=None, ge=0, le=100)
+    page_token: str | None = None
+    history_length: int | None = Field(default=None, ge=0)
+    include_artifacts: bool | None = None
+
+
+class AgentInterface(Wire):
+    url: str = Field(description="Where to call.")
+    protocol_binding: str = Field(description="JSONRPC.")
+    protocol_version: str = Field(description="The A2A version spoken there.")
+
+
+class AgentCapabilities(Wire):
+    streaming: bool = Field(description="SendStreamingMessage and SubscribeToTask.")
+    push_notifications: bool = Field(description="Not offered.")
+    extended_agent_card: bool = Field(description="Not offered.")
+
+
+class AgentSkill(Wire):
+    id: str = Field(description="The skill (a worker kind, or direct answers).")
+    name: str = Field(description="Its name.")
+    description: str = Field(description="What it does.")
+    tags: list[str] = Field(description="Keywords.")
+    examples: list[str] = Field(description="Things to ask.")
+
+
+class HttpAuthScheme(Wire):
+    scheme: str = Field(description="bearer.")
+    description: str = Field(description="Which token.")
+
+
+class SecurityScheme(Wire):
+    http_auth_security_scheme: HttpAuthScheme = Field(description="HTTP bearer.")
+
+
+class StringList(Wire):
+    scopes: list[str] = Field(alias="list", description="Scopes (none).")
+
+
+class SecurityRequirement(Wire):
+    schemes: dict[str, StringList] = Field(description="Scheme name to scopes.")
+
+
+class AgentCard(Wire):
+    name: str = Field(description="The agent.")
+    description: str = Field(description="What it does.")
+    version: str = Field(description="Its version.")
+    supported_interfaces: list[AgentInterface] = Field(description="Where and how to call it.")
+    capabilities: AgentCapabilities = Field(description="Optional features.")
+    security_schemes: dict[str, SecurityScheme] | None = Field(
+        default=None, description="How to authenticate (when the gateway has tokens)."
+    )
+    security_requirements: list[SecurityRequirement] | None = Field(
+        default=None, description="Which scheme every call needs."
+    )
+    default_input_modes: list[str] = Field(description="Media types it reads.")
+    default_output_modes: list[str] = Field(description="Media types it writes.")
+    skills: list[AgentSkill] = Field(description="What it can do.")
+
+
+class JsonRpcRequest(BaseModel):
+    """A JSON-RPC 2.0 call to `/a2a` (SendMessage, SendStreamingMessage, GetTask, ListTasks,
+    CancelTask, SubscribeToTask, or their 0.3 names)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    jsonrpc: Literal["2.0"] = Field(description="The protocol version.")
+    id: str | int | None = Field(default=None, description="The call's id, echoed back.")
+    method: str = Field(description="The A2A method.")
+    params: dict[str, Any] = Field(default_factory=dict, description="The method's params.")
+
+
+class JsonRpcError(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    code: int = Field(description="-32700..-32600 JSON-RPC's, -32001..-32009 A2A's.")
+    message: str = Field(description="What went wrong.")
+
+
+class JsonRpcResponse(BaseModel):
+    """The answer (streaming methods: one per SSE event, each with an `id:` line)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    jsonrpc: Literal["2.0"] = Field(description="The protocol version.")
+    id: str | int | None = Field(description="The call's id.")
+    result: Any = Field(default=None, description="The method's result (A2A 1.0 shapes).")
+    error: JsonRpcError | None = Field(default=None, description="Or why it failed.")

@@ -1,0 +1,263 @@
+"""What the A2A methods do with Sidekick's requests, through the gateway's Intake (limits,
+principals, the session's lane) and the results stream (feed.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from contracts import (
+    TERMINAL_STATES,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    RequestRecord,
+)
+from contracts.a2a import (
+    ListTasksParams,
+    ListTasksResponse,
+    MessageIn,
+    SendMessageParams,
+    StreamResponse,
+    Task,
+    TaskIdParams,
+)
+from contracts.frames import ID_PATTERN
+from services.gateway.a2a.tasks import Updates, state_of, task_of
+from services.gateway.errors import Conflict, NotFound
+from services.gateway.feed import Feed
+from services.gateway.hub import Hub
+from services.gateway.intake import Intake, scoped, unscoped
+from services.gateway.intake import Request as NewRequest
+from services.runtime.bus.kvstore import key_for
+from services.runtime.requests import lanes
+
+WAIT = 600.0  # seconds SendMessage waits for a terminal or interrupted state
+SCAN = 1000  # the principal's newest requests ListTasks looks through
+TEXT_MODES = {"text/plain", "text/markdown", "application/json", "text/*", "*/*"}
+CONTEXT = re.compile(ID_PATTERN)
+ENDS = (RequestCompleted, RequestFailed, RequestCancelled)
+
+
+class RpcError(Exception):
+    """An A2A error: its JSON-RPC code and message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def parse(model: type[Any], params: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "params"
+        raise RpcError(-32602, f"Invalid params: {where}: {first['msg']}") from exc
+
+
+def content(message: MessageIn) -> tuple[str, dict[str, str]]:
+    """The message's text, and answers by question id from a data part ({"answers": {...}} or
+    a flat object of strings); any other content is refused."""
+    texts: list[str] = []
+    answers: dict[str, str] = {}
+    for part in message.parts:
+        if part.text is not None and part.kind in (None, "text"):
+            texts.append(part.text)
+        elif isinstance(part.data, dict):
+            found = part.data.get("answers", part.data)
+            if isinstance(found, dict):
+                answers.update({str(k): str(v) for k, v in found.items()})
+        else:
+            raise RpcError(-32005, "Only text parts (and data parts of answers) are accepted.")
+    return "\n".join(texts).strip(), answers
+
+
+class TaskService:
+    def __init__(self, hub: Hub, intake: Intake, feed: Feed) -> None:
+        self.hub = hub
+        self.intake = intake
+        self.feed = feed
+        self.bus = intake.bus
+
+    async def owned(self, principal: str, task_id: str) -> RequestRecord:
+        try:
+            return await self.intake.owned(principal, task_id)
+        except NotFound as exc:
+            raise RpcError(-32001, f"Task not found: {task_id[:64]}.") from exc
+
+    async def _accept(self, params: dict[str, Any], principal: str) -> tuple[str, int, bool]:
+        """Start (or answer) the task a message is for: its id, the stream sequence its events
+        follow, and whether the client waits for its end."""
+        sent: SendMessageParams = parse(SendMessageParams, params)
+        config = sent.configuration
+        if config and (config.task_push_notification_config or config.push_notification_config):
+            raise RpcError(-32003, "Push notifications are not supported; poll or stream.")
+        modes = config.accepted_output_modes if config else None
+        if modes and not TEXT_MODES.intersection(modes):
+            raise RpcError(-32005, "Sidekick answers in text/plain, text/markdown or JSON.")
+        wait = not (config and (config.return_immediately or config.blocking is False))
+        message = sent.message
+        text, answers = content(message)
+        if message.task_id:
+            task_id, after = await self._answer(principal, message, text, answers)
+            return task_id, after, wait
+        if not text:
+            raise RpcError(-32602, "Invalid params: the message has no text.")
+        if len(text) > self.bus.settings.max_message_chars:
+            limit = self.bus.settings.max_message_chars
+            raise RpcError(-32602, f"Invalid params: messages are limited to {limit} characters.")
+        context = message.context_id or f"a2a-{key_for(principal + message.message_id)[:24]}"
+        if not CONTEXT.match(context):
+            raise RpcError(-32602, "Invalid params: contextId must be 1-128 of A-Z a-z 0-9 _ . : -")
+        session_id = scoped(principal, context)
+        session = await lanes.load(self.bus, session_id)
+        parked = session.value.parked
+        if parked is not None:
+            record = await self.intake.record(parked)
+            if record and record.principal == principal and state_of(record).endswith("REQUIRED"):
+                raise RpcError(
+                    -32004,
+                    f"Task {parked} of this context waits for input: send the answer with "
+                    f"taskId {parked}.",
+                )
+        # The message id names the task: a retried send is answered, not run again.
+        task_id = "a2a-" + key_for(f"{principal}/{message.message_id}")[:32]
+        new = NewRequest(session_id=session_id, text=text)
+        await self.intake.submit(principal, new, task_id, session=session)
+        return task_id, 0, wait
+
+    async def _answer(
+        self, principal: str, message: MessageIn, text: str, answers: dict[str, str]
+    ) -> tuple[str, int]:
+        assert message.task_id is not None
+        record = await self.owned(principal, message.task_id)
+        context = unscoped(principal, record.session_id)
+        if message.context_id and message.context_id != context:
+            raise RpcError(-32602, f"Invalid params: task {record.request_id} is of {context}.")
+        state = state_of(record)
+        if state != "TASK_STATE_INPUT_REQUIRED":
+            word = state.removeprefix("TASK_STATE_").lower()
+            raise RpcError(-32004, f"Task {record.request_id} is {word}; it takes no message now.")
+        if not text and not answers:
+            raise RpcError(-32602, "Invalid params: the message has no answer.")
+        after = await self.feed.last(self.bus.subjects.request_clarification(record.request_id))
+        try:
+            await self.intake.answer(principal, record.request_id, message=text, answers=answers)
+        except Conflict as exc:
+            raise RpcError(-32004, exc.message) from exc
+        return record.request_id, after
+
+    async def send(self, params: dict[str, Any], principal: str) -> BaseModel:
+        task_id, after, wait = await self._accept(params, principal)
+        if wait:
+            updates = Updates(task_id, "")
+            try:
+                async with asyncio.timeout(WAIT):
+                    async for stored in self.feed.follow(task_id, after):
+                        if stored is not None:
+                            updates.take(stored.event)
+                        if updates.done:
+                            break
+            except TimeoutError:
+                pass  # the task as it is now
+        return task_of(await self.owned(principal, task_id))
+
+    async def get(self, params: dict[str, Any], principal: str) -> BaseModel:
+        asked: TaskIdParams = parse(TaskIdParams, params)
+        return task_of(await self.owned(principal, asked.id), asked.history_length)
+
+    async def cancel(self, params: dict[str, Any], principal: str) -> BaseModel:
+        asked: TaskIdParams = parse(TaskIdParams, params)
+        record = await self.owned(principal, asked.id)
+        if record.state in TERMINAL_STATES:
+            raise RpcError(-32002, f"Task {asked.id} has ended ({record.status}).")
+        try:
+            await self.intake.cancel(principal, asked.id)
+        except Conflict as exc:
+            raise RpcError(-32002, exc.message) from exc
+        try:  # the cancel's end, when it comes soon
+            async with asyncio.timeout(10):
+                async for stored in self.feed.follow(asked.id):
+                    if stored is not None and isinstance(stored.event, ENDS):
+                        break
+        except TimeoutError:
+            pass
+        return task_of(await self.owned(principal, asked.id))
+
+    async def list(self, params: dict[str, Any], principal: str) -> BaseModel:
+        asked: ListTasksParams = parse(ListTasksParams, params)
+        size = asked.page_size or 50
+        ids = await self.intake.recent(principal, SCAN)
+        if asked.page_token:
+            try:
+                cursor = base64.urlsafe_b64decode(asked.page_token.encode()).decode()
+                ids = ids[ids.index(cursor) + 1 :]
+            except ValueError as exc:
+                raise RpcError(
+                    -32602, "Invalid params: pageToken is not one this server gave."
+                ) from exc
+        found = await asyncio.gather(*(self.intake.record(rid) for rid in ids))
+        matching: list[Task] = []
+        for record in found:
+            if record is None or record.principal != principal or record.hidden:
+                continue
+            task = task_of(record, asked.history_length)
+            if asked.context_id and task.context_id != asked.context_id:
+                continue
+            if asked.status and task.status.state != asked.status:
+                continue
+            if not asked.include_artifacts:
+                task = task.model_copy(update={"artifacts": None})
+            matching.append(task)
+        page = matching[:size]
+        more = len(matching) > size
+        token = base64.urlsafe_b64encode(page[-1].id.encode()).decode() if more and page else ""
+        return ListTasksResponse(
+            tasks=page, next_page_token=token, page_size=size, total_size=len(matching)
+        )
+
+    async def stream(
+        self, name: str, params: dict[str, Any], principal: str
+    ) -> AsyncIterator[tuple[str, StreamResponse] | None]:
+        """Checks first (so errors are plain JSON-RPC answers), then the stream."""
+        if name == "SendStreamingMessage":
+            task_id, after, _ = await self._accept(params, principal)
+        else:
+            asked: TaskIdParams = parse(TaskIdParams, params)
+            record = await self.owned(principal, asked.id)
+            if record.state in TERMINAL_STATES:
+                raise RpcError(-32004, f"Task {asked.id} has ended; GetTask has its result.")
+            # Its events since the last question it asked (an answered one is history).
+            subject = self.bus.subjects.request_clarification(asked.id)
+            task_id, after = asked.id, await self.feed.last(subject)
+        return self._updates(principal, task_id, after, subscribe=name == "SubscribeToTask")
+
+    async def _updates(
+        self, principal: str, task_id: str, after: int, *, subscribe: bool
+    ) -> AsyncIterator[tuple[str, StreamResponse] | None]:
+        record = await self.owned(principal, task_id)
+        context = unscoped(principal, record.session_id)
+        updates = Updates(task_id, context)
+        yield f"{after}.0", StreamResponse(task=task_of(record))
+        if subscribe and state_of(record) == "TASK_STATE_INPUT_REQUIRED":
+            return  # interrupted: it goes on when the client answers it
+        async for stored in self.feed.follow(task_id, after):
+            if stored is None:
+                yield None
+                continue
+            # A subscriber got the task as it is now: what happened before that is in it.
+            past = stored.event.ts <= record.updated_at
+            if subscribe and past and not isinstance(stored.event, ENDS):
+                continue
+            responses = updates.take(stored.event)
+            for k, response in enumerate(responses):
+                yield f"{stored.seq}.{k}", response
+            if updates.done:
+                return

@@ -1,0 +1,205 @@
+"""A2A tasks are Sidekick requests: the task id is the request id, the context id the session's
+uuid, the state the request's (STATES), the artifacts its answer and sources. What a request's
+bus events look like as a task stream (`updates`)."""
+
+from __future__ import annotations
+
+from contracts import (
+    AnyEvent,
+    ClarificationRequested,
+    Progress,
+    RequestCancelled,
+    RequestCompleted,
+    RequestFailed,
+    RequestRecord,
+    StreamChunk,
+)
+from contracts.a2a import (
+    Artifact,
+    Message,
+    Part,
+    StreamResponse,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from contracts.state import RequestState
+from services.gateway.hub import questions_text
+from services.gateway.intake import unscoped
+
+# The request's states as task states. A parked state (waiting for the user) is INPUT_REQUIRED:
+# a new one (an approval, say) is one entry here and one in agui/translate.py's INTERRUPTS.
+STATES: dict[RequestState, TaskState] = {
+    "queued": "TASK_STATE_SUBMITTED",
+    "accepted": "TASK_STATE_SUBMITTED",
+    "direct": "TASK_STATE_WORKING",
+    "routed": "TASK_STATE_WORKING",
+    "decided": "TASK_STATE_WORKING",
+    "working": "TASK_STATE_WORKING",
+    "evaluating": "TASK_STATE_WORKING",
+    "awaiting_clarification": "TASK_STATE_INPUT_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED",
+    "partial": "TASK_STATE_COMPLETED",
+    "failed": "TASK_STATE_FAILED",
+    "cancelled": "TASK_STATE_CANCELED",
+}
+ANSWER = "answer"
+SOURCES = "sources"
+
+
+def state_of(record: RequestRecord) -> TaskState:
+    if isinstance(record.outcome, RequestFailed) and record.outcome.code == "refused":
+        return "TASK_STATE_REJECTED"
+    return STATES[record.state]
+
+
+def agent_says(record_or_ids: tuple[str, str], text: str, n: str) -> Message:
+    task_id, context_id = record_or_ids
+    return Message(
+        message_id=f"{task_id}-{n}",
+        context_id=context_id,
+        task_id=task_id,
+        role="ROLE_AGENT",
+        parts=[Part(text=text)],
+    )
+
+
+def task_of(record: RequestRecord, history_length: int | None = None) -> Task:
+    context = unscoped(record.principal, record.session_id)
+    ids = (record.request_id, context)
+    state = state_of(record)
+    message: Message | None = None
+    outcome = record.outcome
+    if isinstance(outcome, ClarificationRequested) and state == "TASK_STATE_INPUT_REQUIRED":
+        message = asked(ids, outcome)
+    elif isinstance(outcome, RequestFailed):
+        message = agent_says(ids, outcome.error, "error")
+    elif isinstance(outcome, RequestCancelled):
+        message = agent_says(ids, f"Cancelled: {outcome.reason}.", "cancelled")
+    elif record.detail and state == "TASK_STATE_WORKING":
+        message = agent_says(ids, record.detail, "status")
+    artifacts = artifacts_of(outcome) if isinstance(outcome, RequestCompleted) else None
+    user = Message(
+        message_id=f"{record.request_id}-request",
+        context_id=context,
+        task_id=record.request_id,
+        role="ROLE_USER",
+        parts=[Part(text=record.text)],
+    )
+    history = [user] if history_length is None or history_length > 0 else []
+    status = TaskStatus(state=state, message=message, timestamp=record.updated_at.isoformat())
+    metadata: dict[str, str | int] = {"status": record.status, "attempt": record.attempt}
+    if record.worker_type is not None:
+        metadata["worker_type"] = record.worker_type
+    return Task(
+        id=record.request_id,
+        context_id=context,
+        status=status,
+        artifacts=artifacts,
+        history=history,
+        metadata=metadata,
+    )
+
+
+def asked(ids: tuple[str, str], event: ClarificationRequested) -> Message:
+    """The open questions as the status message: their text, and a data part by id."""
+    task_id, context_id = ids
+    return Message(
+        message_id=f"{task_id}-{event.event_id}",
+        context_id=context_id,
+        task_id=task_id,
+        role="ROLE_AGENT",
+        parts=[
+            Part(text=questions_text(event)),
+            Part(
+                data={"questions": [q.model_dump(mode="json") for q in event.questions]},
+                media_type="application/json",
+            ),
+        ],
+    )
+
+
+def artifacts_of(done: RequestCompleted) -> list[Artifact]:
+    found = [Artifact(artifact_id=ANSWER, name="answer", parts=[Part(text=done.output)])]
+    if done.sources:
+        sources = [s.model_dump(mode="json") for s in done.sources]
+        found.append(
+            Artifact(
+                artifact_id=SOURCES,
+                name="sources",
+                parts=[Part(data={"sources": sources}, media_type="application/json")],
+            )
+        )
+    return found
+
+
+class Updates:
+    """A request's bus events as the stream's responses (after its first: the task)."""
+
+    def __init__(self, task_id: str, context_id: str) -> None:
+        self.ids = (task_id, context_id)
+        self.streamed = ""
+        self.done = False
+
+    def status(self, state: TaskState, message: Message | None, ts: str) -> StreamResponse:
+        task_id, context_id = self.ids
+        event = TaskStatusUpdateEvent(
+            task_id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=state, message=message, timestamp=ts),
+        )
+        return StreamResponse(status_update=event)
+
+    def artifact(self, artifact: Artifact, append: bool, last: bool) -> StreamResponse:
+        task_id, context_id = self.ids
+        event = TaskArtifactUpdateEvent(
+            task_id=task_id,
+            context_id=context_id,
+            artifact=artifact,
+            append=append,
+            last_chunk=last,
+        )
+        return StreamResponse(artifact_update=event)
+
+    def take(self, event: AnyEvent) -> list[StreamResponse]:
+        if self.done:
+            return []
+        ts = event.ts.isoformat()
+        if isinstance(event, StreamChunk) and event.text:
+            first = not self.streamed
+            self.streamed += event.text
+            part = Artifact(artifact_id=ANSWER, name="answer", parts=[Part(text=event.text)])
+            return [self.artifact(part, append=not first, last=False)]
+        if isinstance(event, Progress) and event.stage != "accepted":
+            said = event.detail or event.stage.replace("_", " ")
+            return [
+                self.status("TASK_STATE_WORKING", agent_says(self.ids, said, event.event_id), ts)
+            ]
+        if isinstance(event, RequestCompleted):
+            self.done = True
+            out = []
+            answer, *rest = artifacts_of(event)
+            if self.streamed and event.output.startswith(self.streamed):
+                tail = event.output[len(self.streamed) :]
+                part = Artifact(artifact_id=ANSWER, name="answer", parts=[Part(text=tail)])
+                out.append(self.artifact(part, append=True, last=True))
+            else:
+                out.append(self.artifact(answer, append=False, last=True))
+            out += [self.artifact(a, append=False, last=True) for a in rest]
+            return [*out, self.status("TASK_STATE_COMPLETED", None, ts)]
+        if isinstance(event, RequestFailed):
+            self.done = True
+            state: TaskState = (
+                "TASK_STATE_REJECTED" if event.code == "refused" else "TASK_STATE_FAILED"
+            )
+            return [self.status(state, agent_says(self.ids, event.error, "error"), ts)]
+        if isinstance(event, RequestCancelled):
+            self.done = True
+            note = agent_says(self.ids, f"Cancelled: {event.reason}.", "cancelled")
+            return [self.status("TASK_STATE_CANCELED", note, ts)]
+        if isinstance(event, ClarificationRequested):
+            self.done = True
+            return [self.status("TASK_STATE_INPUT_REQUIRED", asked(self.ids, event), ts)]
+        return []
