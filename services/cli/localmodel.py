@@ -11,6 +11,7 @@ SIDEKICK_LLM_API_KEY) for real work.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import subprocess
 import sys
@@ -131,6 +132,9 @@ class LocalModel:
             "SIDEKICK_EMBEDDINGS_MODEL": EMBEDDINGS_MODEL,
             **LIMITS,
         }
+        if "SIDEKICK_LLM_TIMEOUT" not in os.environ:
+            # One slot: a call waits for those before it, and the timeout counts the wait.
+            env["SIDEKICK_LLM_TIMEOUT"] = "180"
         for role in ROLES:
             env[f"SIDEKICK_{role}_LLM_BASE_URL"] = self.chat_url
             env[f"SIDEKICK_{role}_LLM_MODEL"] = CHAT_MODEL
