@@ -125,6 +125,7 @@ async def test_a_workflow_runs_every_stage_and_ends_within_its_bound(
     assert local_brave.queries(), "the researcher searched"
     final = view["final_output"]
     assert final["response"] and final["status"] in ("completed", "partial")
-    assert final["score"] is not None, "the evaluator gave its verdict"
+    # The evaluator's verdict; when the tiny model's verdict was unusable, a note says so.
+    assert final["score"] is not None or state["detail"], view
     if final["status"] == "partial":
         assert state["detail"], "a partial answer comes with a note"
