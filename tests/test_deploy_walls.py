@@ -108,10 +108,10 @@ def test_only_the_bootstrap_job_holds_the_nats_admin_password(overlay: str) -> N
     (c,) = job["spec"]["template"]["spec"]["containers"]
     assert c["args"] == ["bootstrap"]
     env = {e["name"]: e for e in c["env"]}
-    assert (
-        env["NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "SIDEKICK_NATS_PASSWORD_ADMIN"
-    )
-    assert env["SIDEKICK_NATS_URL"]["value"].startswith("nats://admin:$(NATS_PASSWORD)@")
+    password = env["SIDEKICK_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"]
+    assert password == "SIDEKICK_NATS_PASSWORD_ADMIN"
+    assert env["SIDEKICK_NATS_USER"]["value"] == "admin"
+    assert "@" not in env["SIDEKICK_NATS_URL"]["value"]
     for deployment in find(docs, "Deployment"):
         for container in containers(deployment):
             keys = {

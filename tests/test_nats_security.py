@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import nats
@@ -18,6 +19,7 @@ from nats.aio.client import Client as NATS
 from contracts import Subjects
 from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, inbox_prefix, write_config
+from services.runtime.bus.natslogin import variable
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.topology import (
     BUCKETS,
@@ -28,6 +30,7 @@ from services.runtime.bus.topology import (
 )
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import ROOT, Client, free_port, llm_env
+from tests.support.natscluster import NatsCluster
 
 NAMESPACE = "locked"
 
@@ -37,14 +40,31 @@ def locked_server(directory: Path, namespace: str, creds: Credentials) -> NatsSe
     return NatsServer(store_dir=directory / "js", config_file=config, env=creds.env()).start()
 
 
-@pytest.fixture(scope="module")
+@dataclass(frozen=True)
+class Seat:
+    """Where the attack tests' users connect: one node (of a cluster, the second: the streams'
+    leaders may be anywhere), and the replicas the bootstrap step makes there."""
+
+    url: str
+    replicas: int = 1
+
+
+@pytest.fixture(scope="module", params=["one server", "3-node cluster"])
 def bare_server(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[NatsServer, Credentials]]:
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[Seat, Credentials]]:
+    """The attacks run on a lone server and on a 3-node cluster with R3 streams (each user on a
+    node of its own choosing is held to its role the same)."""
     creds = Credentials.generate((*SERVICES, ADMIN))
-    server = locked_server(tmp_path_factory.mktemp("locked-bare"), NAMESPACE, creds)
-    yield server, creds
-    server.stop()
+    if request.param == "one server":
+        server = locked_server(tmp_path_factory.mktemp("locked-bare"), NAMESPACE, creds)
+        yield Seat(server.url), creds
+        server.stop()
+        return
+    cluster = NatsCluster(tmp_path_factory.mktemp("locked-cluster"), NAMESPACE, creds=creds)
+    cluster.start()
+    yield Seat(cluster.nodes[1].url, replicas=3), creds
+    cluster.stop()
 
 
 class User:
@@ -83,10 +103,11 @@ class User:
 
 
 @pytest.fixture
-async def users(bare_server: tuple[NatsServer, Credentials]) -> AsyncIterator[dict[str, User]]:
-    server, creds = bare_server
-    connected = {u: await User().connect(creds.url(server.url, u), u) for u in (*SERVICES, ADMIN)}
-    await bootstrap(connected[ADMIN].nc.jetstream(), Settings(namespace=NAMESPACE))
+async def users(bare_server: tuple[Seat, Credentials]) -> AsyncIterator[dict[str, User]]:
+    seat, creds = bare_server
+    connected = {u: await User().connect(creds.url(seat.url, u), u) for u in (*SERVICES, ADMIN)}
+    settings = Settings(namespace=NAMESPACE, stream_replicas=seat.replicas)
+    await bootstrap(connected[ADMIN].nc.jetstream(), settings)
     yield connected
     for user in connected.values():
         await user.nc.close()
@@ -130,7 +151,7 @@ async def test_a_service_with_another_services_credentials_cannot_publish_its_su
 
 
 async def test_a_service_cannot_listen_to_what_is_not_its_own(
-    bare_server: tuple[NatsServer, Credentials], users: dict[str, User]
+    bare_server: tuple[Seat, Credentials], users: dict[str, User]
 ) -> None:
     s = Subjects(NAMESPACE)
     snoop = users["workers"]
@@ -281,9 +302,13 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
         assert sorted(urls) == sorted(SERVICES)
         passwords = set()
         for service, url in urls.items():
-            user, _, rest = url.removeprefix("nats://").partition(":")
-            assert user == service
-            passwords.add(rest.split("@")[0])
+            assert "@" not in url, "the login travels apart from the URL"
+            environ = environs[service]
+            assert environ[variable("USER", service)] == service
+            passwords.add(environ[variable("PASSWORD", service)])
+            others = [o for o in SERVICES if o != service and variable("PASSWORD", o) in environ]
+            assert not others, f"{service} holds the NATS password of {others}"
+            assert variable("PASSWORD", ADMIN) not in environ
         assert len(passwords) == len(SERVICES), "one password per service"
         # Each process holds only its role's keys.
         holders = {
@@ -301,7 +326,8 @@ def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(
         assert holders["SIDEKICK_LLM_API_KEY"] == set(SERVICES) - {"gateway"}
         assert holders["SIDEKICK_EVALUATOR_LLM_API_KEY"] == {"evaluator"}
         assert holders["SIDEKICK_TOKEN"] == set()
-        assert not [e for e in environs.values() if "NATS_PASSWORD" in "".join(e)]
+        # The nats-server's own variables (every user's password) reach no service.
+        assert not [e for e in environs.values() if "SIDEKICK_NATS_PASSWORD_" in "".join(e)]
         config = (data / "nats.conf").read_text()
         assert oct((data / "nats.conf").stat().st_mode & 0o777) == "0o600"
         shown = out.read_text() + config

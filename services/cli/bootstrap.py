@@ -5,13 +5,15 @@ runs it itself; on Kubernetes a Job does (deploy/k8s/base/bootstrap)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from services.cli.outbox import without_password
 from services.runtime.base.settings import Settings
+from services.runtime.bus.natsauth import ADMIN
+from services.runtime.bus.natslogin import Login
 from services.runtime.bus.topology import bootstrap
 
 
@@ -19,10 +21,10 @@ async def _quiet(_: Exception) -> None:
     """nats-py prints a traceback by default; the command says what went wrong."""
 
 
-async def run_bootstrap(nats_url: str, settings: Settings) -> None:
+async def run_bootstrap(login: Login, settings: Settings) -> None:
     nc = NATS()
     await nc.connect(
-        nats_url,
+        **login.options(),
         connect_timeout=5,
         max_reconnect_attempts=1,
         allow_reconnect=False,
@@ -37,13 +39,15 @@ async def run_bootstrap(nats_url: str, settings: Settings) -> None:
 
 def main(nats_url: str | None) -> int:
     settings = Settings()
-    url = nats_url or settings.nats_url
+    # The admin's own login (SIDEKICK_ADMIN_NATS_USER, ...) first, then SIDEKICK_NATS_*.
+    login = Login.from_env(nats_url or settings.nats_url, os.environ, ADMIN)
     try:
-        asyncio.run(run_bootstrap(url, settings))
+        asyncio.run(run_bootstrap(login, settings))
     except (OSError, nats.errors.Error) as exc:
         print(
-            f"could not bootstrap the bus at {without_password(url)}: {exc!r} (it needs the "
-            "NATS admin user: SIDEKICK_NATS_URL=nats://admin:<password>@host:4222)",
+            f"could not bootstrap the bus at {login.where} as {login.who}: {exc!r} (it needs "
+            "the NATS admin user: SIDEKICK_ADMIN_NATS_USER=admin and "
+            "SIDEKICK_ADMIN_NATS_PASSWORD)",
             file=sys.stderr,
         )
         return 1

@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     p_natsconf.add_argument(
         "--tls-verify", action="store_true", help="require client certificates (mutual TLS)"
     )
+    from services.cli.natsconfig import add_cluster_arguments
+
+    add_cluster_arguments(p_natsconf)
 
     p_eval = sub.add_parser(
         "eval", help="measure answer quality with and without the evaluator loop"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -18,6 +19,7 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
+from services.runtime.bus.natslogin import Login, split_servers
 from services.runtime.requests import outbox
 
 
@@ -60,7 +62,7 @@ async def _quiet(_: Exception) -> None:
 async def from_nats(nats_url: str, namespace: str, limit: int) -> list[OutboxEntry]:
     nc = NATS()
     await nc.connect(
-        nats_url,
+        **Login.from_env(nats_url, os.environ).options(),
         connect_timeout=5,
         max_reconnect_attempts=1,  # 0 would mean "retry forever" to nats-py
         allow_reconnect=False,
@@ -73,12 +75,15 @@ async def from_nats(nats_url: str, namespace: str, limit: int) -> list[OutboxEnt
 
 
 def without_password(url: str) -> str:
-    """`url` fit to print: a NATS URL carries its user's password (docs/nats-security.md)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """`url` (one server or a list) fit to print: a NATS URL may carry its user's password."""
+    shown = []
+    for server in split_servers(url):
+        parts = urlsplit(server)
+        if parts.password is not None:
+            where = parts.netloc.rpartition("@")[2]
+            server = urlunsplit(parts._replace(netloc=f"{parts.username}:***@{where}"))
+        shown.append(server)
+    return ",".join(shown)
 
 
 def show(

@@ -33,5 +33,4 @@ def run(service: str, kinds: str | None) -> int:
         from services.workers.app import build as build_workers
 
         host = build_workers(settings, kinds.split(",") if kinds else None)
-    host.run()
-    return 0
+    return host.run()

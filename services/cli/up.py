@@ -23,6 +23,7 @@ from services.runtime.base.logs import log_format, setup_logging
 from services.runtime.base.readyz import wait_ok
 from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, write_config
+from services.runtime.bus.natslogin import Login, variable
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.walls import secrets
 
@@ -34,6 +35,35 @@ def _backoff(restarts: list[float]) -> float:
     now = time.monotonic()
     restarts[:] = [t for t in restarts if now - t < 60] + [now]
     return min(0.5 * 2.0 ** (len(restarts) - 1), 10.0)
+
+
+def own_logins(creds: Credentials | None) -> dict[str, dict[str, str]]:
+    """Each user's login variables when `up` made the users (its embedded server); else none
+    (each service reads its own SIDEKICK_<SERVICE>_NATS_* from the environment)."""
+    logins: dict[str, dict[str, str]] = {user: {} for user in (*SERVICES, ADMIN)}
+    if creds is not None:
+        for user, password in creds.passwords.items():
+            logins[user] = {variable("USER", user): user, variable("PASSWORD", user): password}
+    return logins
+
+
+def say_who_connects(nats_url: str) -> None:
+    """On a server of the operator's: warn of each service that has no NATS user of its own."""
+    shared = Login.from_env(nats_url, os.environ)
+    for name in SERVICES:
+        own = {k: v for k, v in os.environ.items() if k.startswith(variable("", name))}
+        if own:
+            continue
+        how = f"as the shared {shared.who}" if not shared.anonymous else "without a login"
+        log.warning(
+            "%s has no NATS user of its own (%s and %s, or %s): it connects %s, with every "
+            "right that login has (docs/operations.md: per-service users)",
+            name,
+            variable("USER", name),
+            variable("PASSWORD", name),
+            variable("CREDS", name),
+            how,
+        )
 
 
 @dataclass
@@ -84,9 +114,11 @@ class Supervisor:
     stopping: bool = field(default=False, init=False)
     hurry: bool = field(default=False, init=False)  # a second Ctrl-C: do not wait for children
 
-    def _env(self, service: str, nats_url: str) -> dict[str, str]:
-        # Built for this child: the configuration, and of the secrets only its role's.
+    def _env(self, service: str, nats_url: str, login: dict[str, str]) -> dict[str, str]:
+        # Built for this child: the configuration, and of the secrets only its role's (its own
+        # NATS login among them: SIDEKICK_<SERVICE>_NATS_*, never another service's).
         env = secrets.environment(service, os.environ)
+        env.update(login)
         env["SIDEKICK_NATS_URL"] = nats_url
         env["SIDEKICK_GATEWAY_PORT"] = str(self.port)
         env["SIDEKICK_GATEWAY_HOST"] = self.host
@@ -141,10 +173,13 @@ class Supervisor:
                 self.data_dir,
                 nats_url,
             )
+        logins = own_logins(creds)
+        if creds is None:
+            say_who_connects(nats_url)
         # Streams, buckets and consumers are made here, as the admin user; no service may.
-        admin_url = creds.url(nats_url, ADMIN) if creds else nats_url
+        admin = Login.from_env(nats_url, {**os.environ, **logins[ADMIN]}, ADMIN)
         try:
-            asyncio.run(run_bootstrap(admin_url, Settings()))
+            asyncio.run(run_bootstrap(admin, Settings()))
         except Exception as exc:
             if creds is not None:
                 raise
@@ -155,7 +190,7 @@ class Supervisor:
                 exc,
             )
         for name in SERVICES:
-            env = self._env(name, creds.url(nats_url, name) if creds else nats_url)
+            env = self._env(name, nats_url, logins[name])
             child = Child(name, [sys.executable, "-m", "services.cli", "run", name], env)
             child.start()
             self.children.append(child)

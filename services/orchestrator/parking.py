@@ -42,15 +42,21 @@ class ParkingLot:
 
     async def _sweep(self, on_timeout: Callable[[str], Awaitable[None]]) -> None:
         assert self.kv is not None
+        failing = False  # one line per outage of the bus, not one per sweep
         while True:
             await asyncio.sleep(self.interval)
             try:
                 keys = await self.kv.keys()
             except nats.js.errors.NoKeysError:
-                continue
+                keys = []
             except Exception as exc:
-                log.warning("parked-request sweep failed: %r", exc)
+                if not failing:
+                    log.warning("parked-request sweep paused: the bus does not answer (%r)", exc)
+                failing = True
                 continue
+            if failing:
+                log.info("parked-request sweep: the bus answers again")
+                failing = False
             now = time.time()
             for key in keys:
                 try:

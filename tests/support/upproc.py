@@ -37,14 +37,20 @@ def cmdline(pid: int) -> str:
 class Up(LoopbackGateway):
     """One `sidekick up --port P --data-dir D` process and its output."""
 
-    def __init__(self, tmp: Path, model_url: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        model_url: str,
+        env: dict[str, str] | None = None,
+        extra: list[str] | None = None,
+    ) -> None:
         self.gateway_port = free_port()
         self.log = tmp / "up.log"
         full = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
         full.update(llm_env(model_url))
         full.update(env or {})
         args = [sys.executable, "-m", "services.cli", "up", "--port", str(self.gateway_port)]
-        args += ["--data-dir", str(tmp / "data")]
+        args += ["--data-dir", str(tmp / "data"), *(extra or [])]
         with self.log.open("w") as out:
             self.proc = subprocess.Popen(
                 args,

@@ -15,6 +15,7 @@ from contracts import WorkerTask
 from services.cli.bootstrap import run_bootstrap
 from services.runtime.base.settings import LLMConfig, Settings
 from services.runtime.bus.core import Bus
+from services.runtime.bus.natslogin import Login
 from services.runtime.llm import LLMClient
 from services.workers.base import WorkerDeps
 from tests.support.fakes.openai_server import FakeOpenAI, Script
@@ -104,7 +105,7 @@ async def connected_deps(fake_llm: FakeOpenAI, nats_url: str, namespace: str) ->
     """A workers' bus on a fresh namespace, after the bootstrap step (run as `nats_url`'s user,
     the test server's admin)."""
     settings = local_settings(nats_url, namespace)
-    await run_bootstrap(nats_url, settings)
+    await run_bootstrap(Login.from_env(nats_url, {}), settings)
     bus = Bus(NatsBroker(nats_url), settings, "workers")
     await bus.setup(wait=10)
     return WorkerDeps(bus=bus, settings=settings, llm=worker_llm(fake_llm))

@@ -65,7 +65,13 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
 
-    nats_url: str = Field(default="nats://127.0.0.1:4222", description="NATS server URL.")
+    nats_url: str = Field(
+        default="nats://127.0.0.1:4222",
+        description="NATS server URL, or a comma-separated list of a cluster's servers.",
+    )
+    nats_lost_exit_after: float = Field(
+        default=60.0, ge=0, description="Exit when NATS is gone this many seconds; 0 = never."
+    )
     namespace: str = Field(default="sidekick", pattern=r"^[a-z][a-z0-9_]*$")
     data_dir: Path = Field(default=Path(".sidekick"), description="Local state for `up`.")
 

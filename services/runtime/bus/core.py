@@ -60,6 +60,8 @@ OUTAGE_ERRORS = (
     nats.errors.NoRespondersError,
     nats.errors.StaleConnectionError,
     nats.js.errors.ServiceUnavailableError,
+    # A stream between leaders (a cluster node died): the publish found no one to store it.
+    nats.js.errors.NoStreamResponseError,
 )
 
 

@@ -10,7 +10,6 @@ import os
 import resource
 import signal
 import sys
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -34,18 +33,30 @@ from services.runtime.base.telemetry import setup_tracing
 from services.runtime.bus.busmetrics import prometheus_middleware
 from services.runtime.bus.core import Bus
 from services.runtime.bus.natsauth import inbox_prefix
+from services.runtime.bus.natslogin import Login
+from services.runtime.bus.natswatch import Watch, cluster_broker, watch_of
 from services.runtime.hosting import endpoints
 from services.runtime.hosting.health import Probe, answer_pings
+from services.runtime.hosting.natsreach import (
+    exit_when_lost,
+    hard_exit_later,
+    liveness,
+    wait_for_nats,
+)
 from services.runtime.walls.httpguard import Guard, uvicorn_options
 
 log = logging.getLogger("sidekick")
 
 
 def make_broker(settings: Settings, service: str) -> NatsBroker:
-    """The broker every service uses: reconnects forever, traced and measured by middleware."""
+    """The broker every service uses: any server of the list, with the service's own login
+    (services/runtime/bus/natslogin.py), reconnecting forever (natswatch.py), traced and
+    measured by middleware."""
     tracer_provider = setup_tracing(service)
-    return NatsBroker(
-        settings.nats_url,
+    login = Login.from_env(settings.nats_url, os.environ, service)
+    return cluster_broker(
+        login,
+        Watch(service, login),
         name=f"sidekick-{service}",
         # Replies come to the service's own inbox prefix, the only one its NATS user may read.
         inbox_prefix=inbox_prefix(service),
@@ -77,6 +88,8 @@ class ServiceHost:
     probe: Probe | None = None
     started: bool = False
     _server: uvicorn.Server | None = None
+    _watchdog: asyncio.Task[None] | None = None
+    exit_status: int = 0
     middleware: Sequence[Middleware] = ()
     # WebSocket endpoints by path, served ahead of the routes and their middleware: a socket
     # needs none of it, and each layer is a coroutine frame held for as long as the socket is
@@ -102,7 +115,11 @@ class ServiceHost:
         READY.set_function(lambda: 1.0 if self.started and self.bus.connected else 0.0)
 
         async def healthz(_: Request) -> Response:
-            return JSONResponse({"status": "ok", "service": self.name})
+            # Liveness: alive until the bus has been gone longer than the process waits for it
+            # (it exits then; the body says how long it has been gone before that).
+            alive, nats = liveness(watch_of(self.bus.broker), self.settings.nats_lost_exit_after)
+            body = {"status": "ok" if alive else "nats lost", "service": self.name, "nats": nats}
+            return JSONResponse(body, status_code=200 if alive else 503)
 
         async def readyz(request: Request) -> Response:
             # ?scope=self: only this process (Kubernetes' probe of a gateway pod, which should
@@ -126,6 +143,9 @@ class ServiceHost:
         @contextlib.asynccontextmanager
         async def lifespan(_: Starlette) -> AsyncIterator[None]:
             await self.bus.setup()
+            watch = watch_of(self.bus.broker)
+            if watch is not None:
+                watch.connected()
             if self.name != "gateway":  # the model roles: what their endpoints are known to take
                 await endpoints.share(self.bus.kv.get(endpoints.BUCKET), self.settings, self.name)
             await self.bus.broker.start()
@@ -133,11 +153,18 @@ class ServiceHost:
             for hook in self.on_ready:
                 await hook()
             self.started = True
+            limit = self.settings.nats_lost_exit_after
+            if watch is not None and limit > 0:
+                self._watchdog = asyncio.create_task(
+                    exit_when_lost(watch, self.name, limit, self._exit)
+                )
             log.info("%s ready (pid %d)", self.name, os.getpid())
             try:
                 yield
             finally:
                 self.started = False
+                if self._watchdog is not None:
+                    self._watchdog.cancel()
                 await self.bus.stop()
                 for hook in self.on_stop:
                     with contextlib.suppress(Exception):
@@ -171,7 +198,15 @@ class ServiceHost:
 
         return serve
 
-    def run(self) -> None:
+    def _exit(self, status: int) -> None:
+        """End the process with `status` after a clean stop (or, failing that, soon anyway)."""
+        self.exit_status = status
+        if self._server is not None:
+            self._server.should_exit = True
+        hard_exit_later(status)
+
+    def run(self) -> int:
+        """Serve until stopped; the process's exit status."""
         _raise_open_files_limit()
         settings = self.settings
         guard = Guard(
@@ -199,13 +234,16 @@ class ServiceHost:
         )
         server = self._server = uvicorn.Server(config)
 
-        async def main() -> None:
-            if not await wait_for_nats(self.settings.nats_url, self.name):
-                return
+        async def main() -> int:
+            login = Login.from_env(self.settings.nats_url, os.environ, self.name)
+            status = await wait_for_nats(login, self.name)
+            if status is not None:
+                return status
             _stop_quietly_on_signals(server)
             await server.serve()
+            return self.exit_status
 
-        run_loop(main())
+        return run_loop(main())
 
 
 async def _close_model_clients() -> None:
@@ -236,44 +274,3 @@ def _raise_open_files_limit() -> None:
     if hard == resource.RLIM_INFINITY or soft < hard:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-async def wait_for_nats(url: str, service: str, *, every: float = 2.0) -> bool:
-    """Wait until a NATS server answers at one of `url`'s addresses, saying so in the log (a
-    service started before its NATS server would otherwise hang in silence). False if the
-    process was asked to stop meanwhile."""
-    addresses = []
-    for part in url.split(","):
-        parsed = urllib.parse.urlsplit(part.strip())
-        addresses.append((parsed.hostname or "127.0.0.1", parsed.port or 4222))
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        attempt = 0
-        while not stop.is_set():
-            for host, port in addresses:
-                try:
-                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), every)
-                except (OSError, TimeoutError):
-                    continue
-                writer.close()
-                if attempt:
-                    log.info("%s: NATS at %s:%d is reachable now", service, host, port)
-                return True
-            attempt += 1
-            if attempt == 1 or attempt % 15 == 0:
-                where = ", ".join(f"{h}:{p}" for h, p in addresses)
-                log.warning(
-                    "%s: waiting for NATS at %s (set SIDEKICK_NATS_URL; `sidekick up` starts one)",
-                    service,
-                    where,
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every)
-        log.info("%s: stopped while waiting for NATS", service)
-        return False
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)

@@ -35,9 +35,16 @@ def is_secret(name: str) -> bool:
     return bool(_SECRET.search(name.upper()))
 
 
+# A NATS login's secrets (services/runtime/bus/natslogin.py): each service may hold its own
+# (`SIDEKICK_<SERVICE>_NATS_PASSWORD`, ...) and the shared one, never another service's.
+NATS_LOGIN_SECRETS = ("PASSWORD", "PASSWORD_FILE", "TOKEN", "TOKEN_FILE")
+
+
 def allowed(service: str) -> set[str]:
     """The secret variables `service` may have."""
     names = set(ROLE_SECRETS.get(service, ())) | set(SHARED_SECRETS)
+    for what in NATS_LOGIN_SECRETS:
+        names |= {f"SIDEKICK_NATS_{what}", f"SIDEKICK_{service.upper()}_NATS_{what}"}
     for role in LLM_ROLES.get(service, ()):
         if role == "EMBEDDINGS":  # one endpoint, no fallback (other vectors would not match)
             names.add("SIDEKICK_EMBEDDINGS_API_KEY")

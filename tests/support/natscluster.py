@@ -1,0 +1,220 @@
+"""A real 3-node nats-server cluster on loopback for the test suite: free ports, JetStream stores
+in temp dirs, routes authenticated, one NATS user per service (what `sidekick nats-config
+--server-name ... --routes ...` writes), and the five services on it as a `ClusterSystem`, each
+given its own login apart from the URL (SIDEKICK_<SERVICE>_NATS_USER / _PASSWORD)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.runtime.base.children import die_with_parent, free_port
+from services.runtime.bus import natsauth, natscluster
+from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, new_password
+from services.runtime.bus.natslogin import variable
+from services.runtime.bus.natsserver import find_binary
+from tests.support.harness import System
+
+
+@dataclass
+class Node:
+    name: str
+    directory: Path
+    env: dict[str, str]
+    port: int = field(default_factory=free_port)
+    route_port: int = field(default_factory=free_port)
+    http_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(find_binary()), "-c", str(self.directory / "nats.conf")],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        """A clean stop (SIGTERM), as a rolling restart does."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def monitor(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:
+            return json.loads(r.read())
+
+    def healthy(self) -> bool:
+        """The node is up and its JetStream is current (nats-server's own /healthz)."""
+        try:
+            return bool(self.monitor("/healthz").get("status") == "ok")
+        except OSError:
+            return False
+
+
+@dataclass
+class NatsCluster:
+    directory: Path
+    namespace: str
+    size: int = 3
+    creds: Credentials = field(default_factory=lambda: Credentials.generate((*SERVICES, ADMIN)))
+    route_password: str = field(default_factory=new_password)
+    nodes: list[Node] = field(default_factory=list)
+
+    def start(self, timeout: float = 60.0) -> NatsCluster:
+        env = {**os.environ, **self.creds.env()}
+        env[natsauth.password_variable(natscluster.ROUTE)] = self.route_password
+        self.nodes = [Node(f"n{i}", self.directory / f"n{i}", env) for i in range(self.size)]
+        routes = [f"nats-route://127.0.0.1:{n.route_port}" for n in self.nodes]
+        users = natsauth.render(self.namespace, admin=True, passwords=self.creds.passwords)
+        for node in self.nodes:
+            node.directory.mkdir(parents=True, exist_ok=True)
+            text = natscluster.render_node(
+                natscluster.Node(
+                    server_name=node.name,
+                    cluster_name="sidekick-test",
+                    routes=routes,
+                    cluster_listen=f"127.0.0.1:{node.route_port}",
+                    listen=f"127.0.0.1:{node.port}",
+                    http=f"127.0.0.1:{node.http_port}",
+                    store_dir=str(node.directory / "js"),
+                    route_user=natscluster.ROUTE,
+                    route_password=self.route_password,
+                )
+            )
+            natscluster.write(node.directory / "nats.conf", text + "\n" + users)
+        for node in self.nodes:
+            node.start()
+        self.wait_healthy(timeout)
+        return self
+
+    def wait_healthy(self, timeout: float = 60.0) -> float:
+        """Until every live node is healthy; the seconds it took."""
+        began = time.monotonic()
+        while not all(n.healthy() for n in self.nodes if n.alive):
+            if time.monotonic() - began > timeout:
+                raise TimeoutError(f"cluster not healthy:\n{self.logs_tail()}")
+            time.sleep(0.1)
+        return time.monotonic() - began
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    @property
+    def url(self) -> str:
+        """Every node, comma-separated (as SIDEKICK_NATS_URL takes it)."""
+        return ",".join(n.url for n in self.nodes)
+
+    def login_env(self, user: str) -> dict[str, str]:
+        """`user`'s login, apart from the URL, in the variables a service reads."""
+        return {
+            variable("USER", user): user,
+            variable("PASSWORD", user): self.creds.passwords[user],
+        }
+
+    def admin_url(self, node: Node | None = None) -> str:
+        return self.creds.url((node or self.nodes[0]).url, ADMIN)
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    def meta_leader(self) -> Node:
+        for node in self.nodes:
+            if node.alive:
+                leader = node.monitor("/jsz").get("meta_cluster", {}).get("leader")
+                if leader:
+                    return self.node(leader)
+        raise RuntimeError("no meta leader")
+
+    def connected(self) -> dict[str, str]:
+        """Which node each service's connection is on (from the nodes' /connz)."""
+        found = {}
+        for node in self.nodes:
+            if not node.alive:
+                continue
+            for conn in node.monitor("/connz?limit=4096").get("connections", []):
+                name = str(conn.get("name", ""))
+                if name.startswith("sidekick-") and name != "sidekick-login-check":
+                    found[name.removeprefix("sidekick-")] = node.name
+        return found
+
+    def logs_tail(self) -> str:
+        parts = []
+        for node in self.nodes:
+            text = node.log_path.read_text(errors="replace") if node.log_path.exists() else ""
+            parts.append(f"--- {node.name}\n{text[-1500:]}")
+        return "\n".join(parts)
+
+
+@dataclass
+class ClusterSystem(System):
+    """The five services on a cluster: SIDEKICK_NATS_URL lists servers, and each service has
+    its own user, given apart from the URL; streams and buckets at 3 replicas."""
+
+    cluster: NatsCluster | None = None
+
+    def service_env(self) -> dict[str, str]:
+        env = super().service_env()
+        env["SIDEKICK_STREAM_REPLICAS"] = "3"
+        return env
+
+    def launch(self, name: str) -> None:
+        assert self.cluster is not None
+        env = self.service_env()
+        service, _, port = name.partition(":")
+        env.update(self.cluster.login_env(service))
+        if port:
+            env["SIDEKICK_GATEWAY_PORT"] = port
+        elif name != "gateway":
+            env["SIDEKICK_OPS_PORT"] = str(self.ops_ports.setdefault(name, free_port()))
+        self.spawn(name, service, env, die_with_parent)
+
+    def bootstrap(self) -> None:
+        assert self.cluster is not None
+        from tests.support.harness import bootstrap_process
+
+        env = {**self.service_env(), **self.cluster.login_env(ADMIN)}
+        env["SIDEKICK_NATS_URL"] = self.cluster.url
+        done = bootstrap_process(env)
+        if done.returncode != 0:
+            raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stdout}\n{done.stderr}")
+
+    def start_all(
+        self, timeout: float = 90.0, services: tuple[str, ...] = SERVICES
+    ) -> ClusterSystem:
+        self.bootstrap()
+        for name in services:
+            self.launch(name)
+        self.wait_ready(timeout)
+        return self

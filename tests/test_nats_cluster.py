@@ -1,0 +1,393 @@
+"""A 3-node NATS cluster loses a node under load, through the public WebSocket API: the node
+every service is connected to, the stream leader, the meta leader, all three in a rolling
+restart, and one kept down longer than SIDEKICK_NATS_LOST_EXIT_AFTER. Each time, with 30 routed
+requests in flight (every 5th sends an email) and one request parked on a clarification: every
+request ends exactly once, every email is sent once, the parked request can still be answered,
+no service logs a traceback, and the gateway's /readyz is 200 again. The times to recover are
+printed and written to tests/artifacts/cluster_report.json.
+
+One cluster and one system serve every test (in file order). The services are given only the
+first node's URL: its loss is the worst case, where every other server is one the cluster
+announced, and the client must log in to it with the service's own user (given apart from the
+URL) or not at all."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from contracts import Subjects
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.fakes.sendgrid import FakeSendGrid
+from tests.support.harness import ROOT, Client, llm_env
+from tests.support.natscluster import ClusterSystem, NatsCluster, Node
+from tests.test_fault_suite import finals_by_request
+
+REQUESTS = 30
+EMAIL_EVERY = 5
+NODE_DOWN = 2.5  # seconds a killed node stays down (the issue's trial)
+LOST_EXIT_AFTER = 6  # SIDEKICK_NATS_LOST_EXIT_AFTER in this system
+REPORT: dict[str, Any] = {}
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
+    nodes = NatsCluster(tmp_path_factory.mktemp("cluster"), namespace="clustered").start()
+    yield nodes
+    nodes.stop()
+    artifacts = ROOT / "tests" / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    (artifacts / "cluster_report.json").write_text(json.dumps(REPORT, indent=2))
+    print("\ncluster faults:", json.dumps(REPORT, indent=2))
+
+
+@pytest.fixture(scope="module")
+def clustered(
+    cluster: NatsCluster, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
+) -> Iterator[ClusterSystem]:
+    env = {
+        **llm_env(fake_llm.base_url),
+        "SIDEKICK_WORKERS": "GENERAL,EMAIL",
+        "SENDGRID_API_KEY": sendgrid.key,
+        "SENDGRID_FROM_EMAIL": "sidekick@example.com",
+        "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
+        "SIDEKICK_MAX_DELIVER": "20",
+        "SIDEKICK_LLM_MAX_RETRIES": "3",
+        "SIDEKICK_LLM_TIMEOUT": "90",
+        "SIDEKICK_NATS_LOST_EXIT_AFTER": str(LOST_EXIT_AFTER),
+    }
+    system = ClusterSystem(cluster.nodes[0].url, env, logs_dir, namespace="clustered")
+    system.cluster = cluster
+    with system.start_all():
+        yield system
+
+
+@pytest.fixture
+async def admin(cluster: NatsCluster) -> AsyncIterator[NATS]:
+    nc = NATS()
+
+    async def quiet(_: Exception) -> None:
+        pass
+
+    await nc.connect(
+        servers=[n.url for n in cluster.nodes],
+        user="admin",
+        password=cluster.creds.passwords["admin"],
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1,
+        error_cb=quiet,
+    )
+    yield nc
+    await nc.close()
+
+
+def script(fake: FakeOpenAI, hold: threading.Event, tag: str) -> None:
+    """Worker calls of this test's requests wait for `hold`; the evaluator asks one question of
+    the request about the weather, once."""
+    asked: set[str] = set()
+
+    def frontline(body: dict[str, Any]) -> Any:
+        return Reply(json.dumps({"route_to_orchestrator": True, "reason": "work"}))
+
+    def orchestrator(body: dict[str, Any]) -> Any:
+        text = last_user(body)
+        if "email" in text:
+            n = text.split("#")[1].split()[0]
+            decision = {
+                "worker_type": "EMAIL",
+                "task_description": f"email number {n}",
+                "parameters": [
+                    {"name": "to", "value": f"{tag}-{n}@example.com"},
+                    {"name": "subject", "value": f"Report {n}"},
+                    {"name": "body", "value": "say the report is ready"},
+                ],
+                "success_criteria": "sent",
+            }
+        else:
+            decision = {
+                "worker_type": "GENERAL",
+                "task_description": text.split("\n")[1] if "\n" in text else text,
+                "parameters": [],
+                "success_criteria": "an answer",
+            }
+        return Reply(json.dumps(decision))
+
+    def worker(body: dict[str, Any]) -> Any:
+        wait = None if "weather" in json.dumps(body) else hold
+        if body.get("response_format"):
+            draft = {"subject": "Report", "body": "Hello, it is ready. Bye"}
+            return Reply(json.dumps(draft), wait=wait)
+        return Reply("Answer to: " + last_user(body).split("\n")[0], wait=wait)
+
+    def evaluator(body: dict[str, Any]) -> Any:
+        text = json.dumps(body)
+        if "weather" in text and "Lisbon" not in text and tag not in asked:
+            asked.add(tag)
+            question = "Which city?"
+            return Reply(
+                json.dumps(
+                    verdict(False, 20, question, user_input_needed=True, questions=[question])
+                )
+            )
+        return Reply(json.dumps(verdict(True, 90, "ok")))
+
+    fake.script("fake-frontline", frontline)
+    fake.script("fake-orchestrator", orchestrator)
+    fake.script("fake-worker", worker)
+    fake.script("fake-evaluator", evaluator)
+
+
+def readyz(system: ClusterSystem) -> int:
+    try:
+        with urllib.request.urlopen(f"{system.http_url}/readyz", timeout=3) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
+
+
+async def until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    began = time.monotonic()
+    while not predicate():
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.1)
+    return time.monotonic() - began
+
+
+class Load:
+    """30 sessions with a request each, and one parked on a clarification, on live sockets."""
+
+    def __init__(self, system: ClusterSystem, tag: str) -> None:
+        self.system, self.tag = system, tag
+        self.clients: list[Client] = []
+        self.request_ids: list[str] = []
+        self.ends: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()
+        self.ended_at: dict[str, float] = {}
+        self.parked: Client | None = None
+        self.parked_id = ""
+
+    async def open(self) -> None:
+        self.parked = await Client(self.system.ws_url, events=True).__aenter__()
+        await self.parked.send({"uuid": self.parked.uuid, "message": f"the weather {self.tag}"})
+        while True:
+            frame = await self.parked.recv(60)
+            if frame.get("event") == "ack":
+                self.parked_id = frame["request_id"]
+            if frame.get("status") == "awaiting_clarification":
+                break
+        for i in range(REQUESTS):
+            text = f"email report #{i} please" if i % EMAIL_EVERY == 0 else f"do task #{i}"
+            client = await Client(self.system.ws_url, events=True).__aenter__()
+            await client.send({"uuid": client.uuid, "message": f"{text} {self.tag}"})
+            while (frame := await client.recv(60)).get("event") != "ack":
+                pass
+            self.clients.append(client)
+            self.request_ids.append(frame["request_id"])
+
+    async def finish(self, timeout: float = 180.0) -> None:
+        """Every socket read to its request's end; the parked request answered and ended."""
+
+        async def read(client: Client, rid: str) -> None:
+            while True:
+                frame = await client.recv(timeout)
+                if "on_chat_model_end" in frame:
+                    self.ends[rid] += 1
+                    self.ended_at.setdefault(rid, time.monotonic())
+                    self.outcomes[str(frame.get("status"))] += 1
+                    return
+
+        await asyncio.gather(
+            *(read(c, r) for c, r in zip(self.clients, self.request_ids, strict=True))
+        )
+        assert self.parked is not None
+        await self.parked.send({"uuid": self.parked.uuid, "message": "Lisbon"})
+        end = None
+        while end is None:
+            frame = await self.parked.recv(timeout)
+            if "on_chat_model_end" in frame:
+                end = frame
+        self.ends[self.parked_id] += 1
+        assert end.get("status") == "completed", end
+
+    async def close(self) -> None:
+        for client in [*self.clients, *([self.parked] if self.parked else [])]:
+            await client.__aexit__()
+
+
+async def under_load(
+    name: str,
+    system: ClusterSystem,
+    cluster: NatsCluster,
+    fake: FakeOpenAI,
+    sendgrid: FakeSendGrid,
+    admin: NATS,
+    fault: Callable[[Callable[[], None]], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """Run `fault` with the load in flight (it lets the held model calls go once the fault has
+    struck, so the requests move on during it), then check the promise; the figures."""
+    hold = threading.Event()
+    tag = name.replace(" ", "-")
+    script(fake, hold, tag)
+    offsets = {n: len(system.log(n)) for n in system.procs}
+    load = Load(system, tag)
+    await load.open()
+    await until(
+        lambda: len(fake.chat_calls("fake-worker")) >= REQUESTS, 60, "requests not in flight"
+    )
+    statuses: list[tuple[float, int]] = []
+    polling = True
+
+    async def poll() -> None:
+        while polling:
+            statuses.append((time.monotonic(), await asyncio.to_thread(readyz, system)))
+            await asyncio.sleep(0.25)
+
+    poller = asyncio.create_task(poll())
+    began = time.monotonic()
+    figures = await fault(hold.set)
+    hold.set()
+    await load.finish()
+    last_answer = max(load.ended_at.values()) - began
+    await until(lambda: readyz(system) == 200, 60, "/readyz did not come back")
+    polling = False
+    await poller
+    await load.close()
+
+    finals = await finals_by_request(admin, system.namespace)
+    ours = {rid: finals[rid] for rid in [*load.request_ids, load.parked_id]}
+    sent = Counter(
+        m["personalizations"][0]["to"][0]["email"]
+        for m in sendgrid.mails
+        if tag in m["personalizations"][0]["to"][0]["email"]
+    )
+    not_ready = [t - began for t, code in statuses if code != 200 and t >= began]
+    report = {
+        **figures,
+        "in_flight": REQUESTS + 1,
+        "last_answer_after_fault_began_s": round(last_answer, 1),
+        "readyz_not_200_s": round(max(not_ready) - min(not_ready), 1) if not_ready else 0.0,
+        "emails_sent": sum(sent.values()),
+        "outcomes": dict(load.outcomes),
+    }
+    REPORT[name] = report
+    assert all(n == 1 for n in load.ends.values()), load.ends
+    if not all(n == 1 for n in ours.values()):  # say what the results stream holds
+        info = await admin.jetstream().stream_info(Subjects(system.namespace).results_stream)
+        raise AssertionError(f"terminal events per request: {ours}; stream: {info.state}")
+    assert load.outcomes == {"completed": REQUESTS}, load.outcomes
+    assert sum(sent.values()) == len(sent) == REQUESTS // EMAIL_EVERY, sent
+    for service, offset in offsets.items():
+        tail = system.log(service)[offset:]
+        assert "Traceback" not in tail, f"{service} logged a traceback:\n{tail[-3000:]}"
+    assert all(p.poll() is None for p in system.procs.values()), "a service exited"
+    return report
+
+
+def kill_for(cluster: NatsCluster, pick: Callable[[], Node], down: float = NODE_DOWN) -> Any:
+    async def fault(release: Callable[[], None]) -> dict[str, Any]:
+        node = pick()
+        began = time.monotonic()
+        node.kill()
+        release()  # the model answers again: the requests move on while the node is down
+        await asyncio.sleep(down)
+        node.start()
+        healthy = await asyncio.to_thread(cluster.wait_healthy, 60)
+        return {
+            "node": node.name,
+            "down_s": down,
+            "cluster_healthy_after_kill_s": round(time.monotonic() - began, 1),
+            "healthy_after_restart_s": round(healthy, 1),
+        }
+
+    return fault
+
+
+async def test_killing_the_node_every_service_is_connected_to_loses_nothing(
+    clustered: ClusterSystem,
+    cluster: NatsCluster,
+    fake_llm: FakeOpenAI,
+    sendgrid: FakeSendGrid,
+    admin: NATS,
+) -> None:
+    on = cluster.connected()
+    assert set(on.values()) == {"n0"} and len(on) == 5, on  # only n0 was listed
+    fault = kill_for(cluster, lambda: cluster.nodes[0])
+    await under_load("connected node", clustered, cluster, fake_llm, sendgrid, admin, fault)
+    moved = cluster.connected()
+    assert len(moved) == 5, moved
+
+
+async def test_killing_the_work_stream_leader_loses_nothing(
+    clustered: ClusterSystem,
+    cluster: NatsCluster,
+    fake_llm: FakeOpenAI,
+    sendgrid: FakeSendGrid,
+    admin: NATS,
+) -> None:
+    stream = Subjects(clustered.namespace).work_stream
+    info = await admin.jetstream().stream_info(stream)
+    assert info.config.num_replicas == 3
+    leader = info.cluster.leader if info.cluster else None
+    assert leader, info
+    fault = kill_for(cluster, lambda: cluster.node(str(leader)))
+    await under_load("stream leader", clustered, cluster, fake_llm, sendgrid, admin, fault)
+
+
+async def test_killing_the_meta_leader_loses_nothing(
+    clustered: ClusterSystem,
+    cluster: NatsCluster,
+    fake_llm: FakeOpenAI,
+    sendgrid: FakeSendGrid,
+    admin: NATS,
+) -> None:
+    fault = kill_for(cluster, cluster.meta_leader)
+    await under_load("meta leader", clustered, cluster, fake_llm, sendgrid, admin, fault)
+
+
+async def test_a_rolling_restart_of_every_node_loses_nothing(
+    clustered: ClusterSystem,
+    cluster: NatsCluster,
+    fake_llm: FakeOpenAI,
+    sendgrid: FakeSendGrid,
+    admin: NATS,
+) -> None:
+    async def fault(release: Callable[[], None]) -> dict[str, Any]:
+        began = time.monotonic()
+        for node in cluster.nodes:
+            await asyncio.to_thread(node.stop)
+            release()
+            node.start()
+            await asyncio.to_thread(cluster.wait_healthy, 60)
+        return {"node": "each in turn", "rolled_s": round(time.monotonic() - began, 1)}
+
+    await under_load("rolling restart", clustered, cluster, fake_llm, sendgrid, admin, fault)
+
+
+async def test_a_node_down_longer_than_the_lost_limit_makes_no_service_exit(
+    clustered: ClusterSystem,
+    cluster: NatsCluster,
+    fake_llm: FakeOpenAI,
+    sendgrid: FakeSendGrid,
+    admin: NATS,
+) -> None:
+    def busiest() -> Node:
+        on = Counter(cluster.connected().values())
+        return cluster.node(on.most_common(1)[0][0])
+
+    fault = kill_for(cluster, busiest, down=LOST_EXIT_AFTER * 2)
+    await under_load("node down long", clustered, cluster, fake_llm, sendgrid, admin, fault)
