@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.client import EXPECT, PATHS, Outcome, Session, summary
+from bench.scaleout import cores_busy
 from bench.system import RssSampler, Stack, cpu_ms_per, cpu_snapshot
 
 OPEN_PARALLEL = 100  # sockets being opened at once
@@ -40,7 +41,8 @@ async def open_sessions(stack: Stack, n: int) -> tuple[list[Session], Counter[st
     async def one(k: int) -> Session | None:
         async with gate:
             try:
-                return await Session(stack.ws_url, stack.token(k)).open()
+                url = stack.ws_urls[k % len(stack.ws_urls)]  # spread over the gateways
+                return await Session(url, stack.token(k)).open()
             except Exception as exc:
                 failures[type(exc).__name__] += 1
                 return None
@@ -146,12 +148,16 @@ async def concurrency_level(
         return first, cpu_snapshot(stack.pids())
 
     cpu = asyncio.create_task(cpu_in_window())
-    unfinished = await run_until(window, [run(s) for s in opened], grace=max(10.0, 2 * request_s))
+    # Requests in flight when the window closes get their full time limit to end, so one
+    # still unanswered then is stuck (lost), not merely slow on a busy machine.
+    unfinished = await run_until(window, [run(s) for s in opened], grace=request_timeout + 5.0)
     figures = window_figures(window, sessions, calls, latency_ms, errors, unfinished)
     first, last = await cpu
     figures["cpu_ms_per_request"] = cpu_ms_per(first, last, figures["completed"])
     busy = sum(last[k] - first[k] for k in last if k not in ("fake-model", "bench"))
     figures["sidekick_cpu_cores_busy"] = round(busy / figures["window_s"], 2)
+    figures["cores_busy_by_process"] = cores_busy(first, last, figures["window_s"])
+    figures["stuck"] = unfinished + errors["timeout"]
     figures["peak_rss_mib"] = sampler.peaks()
     await close_sessions(opened)
     figures["drain_seconds"] = await settle(stack)

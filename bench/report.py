@@ -71,7 +71,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         theirs = _get(results, "langgraph", "levels", top, "rps")
         row(
             f"{top} sessions: throughput vs LangGraph",
-            None if theirs is None else f"{lv['rps']} vs {theirs} rps ({lv['rps'] / theirs:.2f} x)",
+            None
+            if theirs is None
+            else f"{lv['rps']} vs {theirs} rps ({_times(lv['rps'], theirs)})",
             "≥ 3 x",
             None if theirs is None else lv["rps"] >= 3 * theirs,
         )
@@ -115,6 +117,11 @@ def md_table(headers: list[str], rows: list[list[Any]]) -> str:
 
 def _mark(met: bool | None) -> str:
     return {True: "✅ met", False: "❌ missed", None: "—"}[met]
+
+
+def _times(ours: float, theirs: float) -> str:
+    """How many times `theirs` is `ours` (LangGraph may finish nothing in a window)."""
+    return f"{ours / theirs:.2f} x" if theirs else "they completed none"
 
 
 def render(results: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import latency, load
+from bench import latency, load, scaleout
 from bench.floor import drive as floor_drive
 from bench.recovery import recovery
 from bench.report import ratios, render, targets
@@ -95,6 +95,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="keep the semantic cache on (off by default: its lookup cost grows with the "
         "number of cached answers, which would make every figure depend on the run's length)",
     )
+    p.add_argument(
+        "--replicas", type=int, default=1, help="processes of every service but the gateway"
+    )
+    p.add_argument(
+        "--gateways", type=int, help="gateways, the sessions spread over them (default: replicas)"
+    )
+    p.add_argument(
+        "--nats-url",
+        help="use this NATS server instead of starting one (its counters are not read, so "
+        "the overhead part is refused); the services bootstrap their streams on it",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results", help="results dir")
     args = p.parse_args(argv)
     defaults = QUICK if args.quick else FULL
@@ -104,6 +115,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.parts = [x.strip() for x in args.only.split(",") if x.strip()]
     if args.principals is None:
         args.principals = max(int(x) for x in args.levels.split(",") if x.strip())
+    if args.gateways is None:
+        args.gateways = args.replicas
+    if args.replicas < 1 or args.gateways < 1:
+        p.error("--replicas and --gateways take 1 or more")
+    if args.nats_url and "overhead" in args.parts:
+        p.error("--nats-url: leave out the overhead part (it reads the embedded server's counters)")
     unknown = set(args.parts) - set(PARTS)
     if unknown:
         p.error(f"unknown parts: {', '.join(sorted(unknown))}")
@@ -240,14 +257,24 @@ def main(argv: list[str] | None = None) -> int:
                     "cache",
                     "principals",
                     "parts",
+                    "replicas",
+                    "gateways",
                 )
             },
         }
     }
     stack = Stack(
-        max_concurrency=args.max_concurrency, cache=args.cache, principals=args.principals
+        max_concurrency=args.max_concurrency,
+        cache=args.cache,
+        principals=args.principals,
+        replicas=args.replicas,
+        gateways=args.gateways,
+        external_nats=args.nats_url,
     )
-    print(f"starting nats-server, the fake model and five services (load {loadavg()}) ...")
+    print(
+        f"starting nats-server, the fake model and the services ({args.replicas} of each, "
+        f"{args.gateways} gateway(s); load {loadavg()}) ..."
+    )
     started = time.monotonic()
     sampler: RssSampler | None = None
     try:
@@ -263,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     results["meta"]["load_end"] = loadavg()
     results["ratios"] = ratios(results)
     results["targets"] = targets(results)
-    text = render(results)
+    text = "\n".join([render(results).rstrip("\n"), *scaleout.render(results)]) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     (args.out / "latest.md").write_text(text)

@@ -26,7 +26,9 @@ from services.runtime.base.children import (
     bootstrap_process,
     free_port,
     killed_with_parent,
+    replica_names,
     role_models,
+    service_of,
     stop,
 )
 from services.runtime.bus.natsserver import NatsServer
@@ -75,7 +77,8 @@ def cpu_ms_per(before: dict[str, float], after: dict[str, float], n: int) -> dic
     """CPU milliseconds each process spent per request between two snapshots."""
     per = {k: round((after[k] - before.get(k, 0.0)) * 1000 / max(n, 1), 2) for k in after}
     # What Sidekick itself costs: the five services and nats-server (not the client or the model).
-    per["sidekick"] = round(sum(v for k, v in per.items() if k in (*SERVICES, "nats-server")), 2)
+    ours = [v for k, v in per.items() if service_of(k) in SERVICES or k == "nats-server"]
+    per["sidekick"] = round(sum(ours), 2)
     return per
 
 
@@ -177,8 +180,15 @@ class FakeModel:
 
 @dataclass
 class Stack(ServiceProcesses):
-    """nats-server, the fake model and the five services, started and stopped together."""
+    """nats-server, the fake model and the five services, started and stopped together;
+    with `replicas`, that many processes of every service but the gateway (`orchestrator.2`,
+    ...) and `gateways` gateways, the sessions spread over them (`ws_urls`). `external_nats`:
+    a NATS URL to use instead of starting one (its counters are then not read)."""
 
+    replicas: int = 1
+    gateways: int = 1
+    external_nats: str | None = None
+    gateway_ports: list[int] = field(default_factory=list)
     max_concurrency: int = 64
     cache: bool = False
     principals: int = 0  # 0: auth off, every client is `anonymous`
@@ -198,7 +208,14 @@ class Stack(ServiceProcesses):
         return f"ws://127.0.0.1:{self.gateway_port}/ws"
 
     @property
+    def ws_urls(self) -> list[str]:
+        """Every gateway's WebSocket URL (session k uses the k-th, modulo their number)."""
+        return [f"ws://127.0.0.1:{port}/ws" for port in self.gateway_ports or [self.gateway_port]]
+
+    @property
     def nats_url(self) -> str:
+        if self.external_nats is not None:
+            return self.external_nats
         assert self.nats is not None
         return self.nats.url
 
@@ -237,25 +254,34 @@ class Stack(ServiceProcesses):
         env.update(self.extra_env)
         return env
 
-    def start(self, timeout: float = 90.0) -> Stack:
+    def start(self, timeout: float | None = None) -> Stack:
+        """Start everything; `timeout` (default: 60 s and 10 s per service process, since
+        their start-ups share the cores) for the services to be ready."""
         # nats-server's monitoring endpoint gives messages per request (/varz counters).
-        self.monitor_port = free_port()
-        config = self.workdir / "nats.conf"
-        config.write_text(f'http: "127.0.0.1:{self.monitor_port}"\n')
-        self.nats = NatsServer(store_dir=self.workdir / "jetstream", config_file=config).start()
+        if self.external_nats is None:
+            self.monitor_port = free_port()
+            config = self.workdir / "nats.conf"
+            config.write_text(f'http: "127.0.0.1:{self.monitor_port}"\n')
+            store = self.workdir / "jetstream"
+            self.nats = NatsServer(store_dir=store, config_file=config).start()
         self.model.start()
         # The streams, buckets and consumers, as `sidekick up` makes them before the services.
         bootstrap_process(self.env(), self.root).check_returncode()
-        for name in SERVICES:
+        self.gateway_ports = [self.gateway_port] + [free_port() for _ in range(self.gateways - 1)]
+        names = replica_names(self.replicas, self.gateway_ports)
+        for name in names:
             self.launch(name)
-        self.wait_ready(timeout)
+        self.wait_ready(timeout if timeout is not None else 60.0 + 10.0 * len(names))
         return self
 
     def log_path(self, name: str) -> Path:
         return self.workdir / f"{name}.log"
 
     def launch(self, name: str) -> None:
-        self.spawn(name, name, self.env(), killed_with_parent)
+        env = self.env()
+        if name.startswith("gateway:"):
+            env["SIDEKICK_GATEWAY_PORT"] = name.partition(":")[2]
+        self.spawn(name, service_of(name), env, killed_with_parent)
 
     def nats_counters(self) -> dict[str, int]:
         """Messages and bytes nats-server has received (in) and delivered (out) so far."""

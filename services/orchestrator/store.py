@@ -5,8 +5,10 @@ with the revision it was last read or written at.
 Every write is a compare-and-set, so the copies this process keeps are only a starting point:
 the next write goes straight to the server with the revision remembered (one round trip instead
 of a read and a write), and when another process wrote in between the write fails and the value
-is read again. With one orchestrator replica, or while one replica sees a request's events, the
-reads never happen; with many, they happen when needed. The copies are bounded (`LIMIT`
+is read again. An event that would change nothing on the copy is checked on a fresh read
+(services/runtime/bus/kvstore.py): the copy may be behind a step another replica took. With
+one orchestrator replica, or while one replica sees a request's events, the extra reads never
+happen; with many, they happen when needed. The copies are bounded (`LIMIT`
 requests) and dropped when a request ends.
 """
 
@@ -60,9 +62,9 @@ class Store:
         self.records: Recent[str, Tracked] = Recent()
 
     async def load(self, request_id: str) -> LoopState | None:
-        known = self.states.get(request_id)
-        if known is not None:
-            return known.value
+        """The loop's state as stored now. Read, not remembered: what the caller decides from
+        it (a redelivery, a cancel, giving up) must not rest on a copy another replica has
+        moved on since."""
         state, revision = await get_model(self.bus.kv.requests, request_id, LoopState)
         if state is not None:
             self.states.put(request_id, Versioned(state, revision))

@@ -21,7 +21,9 @@ from services.runtime.base.children import (
     base_env,
     die_with_parent,
     free_port,
+    replica_names,
     role_models,
+    service_of,
 )
 from tests.support.lockednats import users_for
 
@@ -81,6 +83,8 @@ class System(LoopbackGateway, ServiceProcesses):
     service_urls: dict[str, str] = field(default_factory=dict)
     # Health/metrics port of each non-gateway service, kept across restarts.
     ops_ports: dict[str, int] = field(default_factory=dict)
+    # The port of each gateway started by `start_all(gateways=...)`, the first `gateway_port`.
+    gateway_ports: list[int] = field(default_factory=list)
     root = ROOT
 
     def metrics_url(self, name: str) -> str:
@@ -110,6 +114,7 @@ class System(LoopbackGateway, ServiceProcesses):
     def launch(self, name: str) -> None:
         env = self.service_env()
         service, _, port = name.partition(":")  # "gateway:PORT": another gateway replica
+        service = service_of(service)  # "orchestrator.2": another replica
         if service in self.service_urls:
             env["SIDEKICK_NATS_URL"] = self.service_urls[service]
         if port:
@@ -125,13 +130,32 @@ class System(LoopbackGateway, ServiceProcesses):
         if done.returncode != 0:
             raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stderr}")
 
-    def start_all(self, timeout: float = 60.0, services: tuple[str, ...] = SERVICES) -> System:
+    def start_all(
+        self,
+        timeout: float = 60.0,
+        services: tuple[str, ...] = SERVICES,
+        replicas: int = 1,
+        gateways: int = 1,
+    ) -> System:
+        """Start `services`; with `replicas`, that many processes of each service but the
+        gateway (`orchestrator.2`, ...), and `gateways` gateways (see `gateway_urls`)."""
         self.service_urls = users_for(self.nats_url, self.namespace) or {}
         self.bootstrap()
-        for name in services:
+        names = list(services)
+        if replicas > 1 or gateways > 1:
+            self.gateway_ports = [self.gateway_port] + [free_port() for _ in range(gateways - 1)]
+            names = [
+                n for n in replica_names(replicas, self.gateway_ports) if service_of(n) in services
+            ]
+        for name in names:
             self.launch(name)
         self.wait_ready(timeout)
         return self
+
+    @property
+    def gateway_urls(self) -> list[str]:
+        """The WebSocket URL of each gateway (one unless started with `gateways`)."""
+        return [f"ws://127.0.0.1:{port}/ws" for port in self.gateway_ports or [self.gateway_port]]
 
     def replica(self) -> str:
         """Start another gateway replica of this system; its base URL once it is ready."""

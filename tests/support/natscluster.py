@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.runtime.base.children import die_with_parent, free_port
+from services.runtime.base.children import die_with_parent, free_port, replica_names, service_of
 from services.runtime.bus import natsauth, natscluster
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, new_password
 from services.runtime.bus.natslogin import variable
@@ -193,6 +193,7 @@ class ClusterSystem(System):
         assert self.cluster is not None
         env = self.service_env()
         service, _, port = name.partition(":")
+        service = service_of(service)  # "orchestrator.2": another replica
         env.update(self.cluster.login_env(service))
         if port:
             env["SIDEKICK_GATEWAY_PORT"] = port
@@ -211,10 +212,20 @@ class ClusterSystem(System):
             raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stdout}\n{done.stderr}")
 
     def start_all(
-        self, timeout: float = 90.0, services: tuple[str, ...] = SERVICES
+        self,
+        timeout: float = 90.0,
+        services: tuple[str, ...] = SERVICES,
+        replicas: int = 1,
+        gateways: int = 1,
     ) -> ClusterSystem:
         self.bootstrap()
-        for name in services:
+        names = list(services)
+        if replicas > 1 or gateways > 1:  # as System.start_all: `orchestrator.2`, `gateway:PORT`
+            self.gateway_ports = [self.gateway_port] + [free_port() for _ in range(gateways - 1)]
+            names = [
+                n for n in replica_names(replicas, self.gateway_ports) if service_of(n) in services
+            ]
+        for name in names:
             self.launch(name)
         self.wait_ready(timeout)
         return self

@@ -108,10 +108,24 @@ def role_models(prefix: str) -> dict[str, str]:
     return {f"SIDEKICK_{role.upper()}_LLM_MODEL": f"{prefix}-{role}" for role in roles}
 
 
+def service_of(name: str) -> str:
+    """The service a child runs, from its name: `orchestrator`, a replica `orchestrator.2`,
+    or a gateway replica `gateway:<port>`."""
+    return name.partition(":")[0].partition(".")[0]
+
+
+def replica_names(replicas: int, gateway_ports: list[int]) -> list[str]:
+    """The children of a system with `replicas` processes of every service but the gateway,
+    and a gateway on each of `gateway_ports` after the first (`gateway`)."""
+    names = [s for s in SERVICES]
+    names += [f"{s}.{n}" for n in range(2, replicas + 1) for s in SERVICES if s != "gateway"]
+    return names + [f"gateway:{port}" for port in gateway_ports[1:]]
+
+
 class ServiceProcesses(ABC):
-    """The services of one system as children of this process (`procs`, by name; a gateway
-    replica is `gateway:<port>`), each logging to a file of its own. A subclass says where
-    the logs go and how one service is started (`launch`)."""
+    """The services of one system as children of this process (`procs`, by name; a replica
+    is `<service>.<n>`, a gateway replica `gateway:<port>`), each logging to a file of its
+    own. A subclass says where the logs go and how one service is started (`launch`)."""
 
     procs: dict[str, subprocess.Popen[bytes]]
     gateway_port: int
@@ -150,7 +164,7 @@ class ServiceProcesses(ABC):
         if name.startswith("gateway"):
             port = name.partition(":")[2] or str(self.gateway_port)
             return answers_ok(f"http://127.0.0.1:{port}/readyz", timeout=1)
-        return f"{name} ready (pid {self.procs[name].pid})" in self.log(name)
+        return f"{service_of(name)} ready (pid {self.procs[name].pid})" in self.log(name)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until every service is ready; an error at once if one exits."""

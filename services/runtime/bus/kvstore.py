@@ -2,7 +2,14 @@
 
 A caller that has just read or written a key knows its revision; passing that on (`known`)
 lets the next compare-and-set go straight to the write, one round trip instead of two, and
-fall back to reading only when someone else wrote in between."""
+fall back to reading only when someone else wrote in between.
+
+A remembered copy is only good for a write: the compare-and-set proves it current. A decision
+that writes nothing (an event that changes nothing, a duplicate, a refused move) proves
+nothing, and taken on a copy another process has moved on since, it drops an event for good
+(no write fails, so nothing reads again; with several replicas that is every event whose
+previous step another replica handled). So `compare_and_set` takes such a decision only on a
+value it has just read."""
 
 from __future__ import annotations
 
@@ -77,16 +84,45 @@ async def mutate_versioned(
     attempts: int = 20,
 ) -> Versioned[M] | None:
     """`mutate`, starting from `known` when given, returning the value with its revision."""
+
+    def decide(current: Versioned[M] | None) -> M | None:
+        return change(current.value if current is not None else None)
+
+    return await compare_and_set(kv, key, model, decide, known=known, attempts=attempts)
+
+
+async def compare_and_set(
+    kv: KeyValue,
+    key: str,
+    model: type[M],
+    decide: Callable[[Versioned[M] | None], M | None],
+    *,
+    known: Versioned[M] | None = None,
+    attempts: int = 20,
+) -> Versioned[M] | None:
+    """Write `decide(current)` if the key is still where `current` was read; None from
+    `decide` leaves it as is (and returns what is there, or None when absent). Tried first on
+    `known`, which saves a read when it is current; but a decision that writes nothing, or
+    raises, is taken again on a fresh read before it stands (the module's docstring says why).
+    A failed write reads again and decides again."""
     for _ in range(attempts):
-        current: M | None
+        fresh = known is None
+        current: Versioned[M] | None
         if known is not None:
-            current, revision = known.value, known.revision
-            known = None
+            current, revision, known = known, known.revision, None
         else:
-            current, revision = await get_model(kv, key, model)
-        updated = change(current)
+            value, revision = await get_model(kv, key, model)
+            current = Versioned(value, revision) if value is not None else None
+        try:
+            updated = decide(current)
+        except Exception:
+            if fresh:
+                raise
+            continue  # refused on a remembered copy: read, and ask again
         if updated is None:
-            return Versioned(current, revision) if current is not None else None
+            if fresh:
+                return current
+            continue  # nothing to do on a remembered copy: read, and ask again
         written = await write_if(kv, key, updated, revision)
         if written is not None:
             return Versioned(updated, written)

@@ -115,6 +115,7 @@ async def claim(
     has just read the session), noting in the same write the results a client has seen
     (`delivered`). Raises Busy for `reject` when the session is busy."""
     for _ in range(ATTEMPTS):
+        fresh = known is None
         session = known if known is not None else await load(bus, session_id)
         known = None
         lane, start = session.value, None
@@ -130,7 +131,12 @@ async def claim(
             lane = lane.model_copy(
                 update={"undelivered": [r for r in lane.undelivered if r not in delivered]}
             )
-        updated, position, cancel = claimed(lane, request_id, mode, now)
+        try:
+            updated, position, cancel = claimed(lane, request_id, mode, now)
+        except Busy:
+            if fresh:
+                raise
+            continue  # busy on the caller's copy: the session may be free by now (kvstore.py)
         revision = await write_if(bus.kv.sessions, key_for(session_id), updated, session.revision)
         if revision is not None:
             behind = None if position == 0 else updated.active

@@ -31,7 +31,7 @@ from contracts import (
     WorkflowStatus,
     utcnow,
 )
-from services.runtime.bus.kvstore import Versioned, get_model, write_if
+from services.runtime.bus.kvstore import Versioned, compare_and_set, get_model, write_if
 
 if TYPE_CHECKING:
     from services.runtime.bus.core import Bus
@@ -192,20 +192,21 @@ class Requests:
         already is with nothing to change writes nothing. Raises IllegalMove when the table
         forbids the move from the state found, or when `source` is given and the request is
         not there (of racing movers from `source`, exactly one succeeds)."""
-        for _ in range(self.ATTEMPTS):
-            current = known if known is not None else await self.load(request_id)
-            known = None
+
+        def decide(current: Tracked | None) -> RequestRecord | None:
             if current is None or (source is not None and current.value.state != source):
                 raise IllegalMove(current, target, self.by)
             updated = _moved(current.value, target, changes)
-            if updated is None:
-                return current
-            if not allowed(current.value.state, target, self.by):
+            if updated is not None and not allowed(current.value.state, target, self.by):
                 raise IllegalMove(current, target, self.by)
-            revision = await write_if(self.kv, request_id, updated, current.revision)
-            if revision is not None:
-                return Versioned(updated, revision)
-        raise RuntimeError(f"could not move request {request_id} (contention)")
+            return updated
+
+        # A refusal or a no-op found on `known` is checked on a fresh read (kvstore.py).
+        done = await compare_and_set(
+            self.kv, request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
+        )
+        assert done is not None  # decide() refuses a request that is not there
+        return done
 
     async def hide(self, request_id: str) -> Tracked | None:
         """Mark the request deleted by its owner (the API no longer lists or finds it), in
@@ -231,24 +232,30 @@ class Requests:
     ) -> tuple[Tracked, bool]:
         """`end`, also saying whether this call made the move (False: the request had already
         ended or parked, by this outcome or another; `known` may be stale: a failed write
-        reads the record again)."""
+        reads the record again, and so does finding it ended or parked in `known`)."""
         target = state_of(outcome)
-        for _ in range(self.ATTEMPTS):
-            current = known if known is not None else await self.load(outcome.request_id)
-            known = None
+        made = False
+
+        def decide(current: Tracked | None) -> RequestRecord | None:
+            nonlocal made
+            made = False
             if current is not None and (current.value.ended or current.value.state == target):
-                return current, False
+                return None
             if current is None:
                 raise IllegalMove(None, target, self.by)
             updated = _moved(current.value, target, _fields(outcome))
-            if updated is None:
-                return current, False
-            if not allowed(current.value.state, target, self.by):
+            if updated is not None and not allowed(current.value.state, target, self.by):
                 raise IllegalMove(current, target, self.by)
-            revision = await write_if(self.kv, outcome.request_id, updated, current.revision)
-            if revision is not None:
-                return Versioned(updated, revision), True
-        raise RuntimeError(f"could not end request {outcome.request_id} (contention)")
+            made = updated is not None
+            return updated
+
+        # "Already ended or parked" found on `known` is checked on a fresh read: the request
+        # may have been answered and gone on since (kvstore.py).
+        done = await compare_and_set(
+            self.kv, outcome.request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
+        )
+        assert done is not None  # decide() refuses a request that is not there
+        return done, made
 
 
 def _moved(
