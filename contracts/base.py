@@ -62,6 +62,12 @@ class Usage(Model):
         "did the work (a role's fallback model appears when it answered) and what each costs. "
         "Empty from senders that predate it.",
     )
+    counted_calls: int = Field(
+        default=0,
+        ge=0,
+        description="Of `calls`, those whose server reported no usage: their tokens were counted "
+        "by Sidekick (an estimate, about four characters a token), not reported.",
+    )
 
     @classmethod
     def of_call(cls, model: str, input_tokens: int = 0, output_tokens: int = 0) -> Usage:
@@ -80,6 +86,7 @@ class Usage(Model):
             output_tokens=self.output_tokens + other.output_tokens,
             calls=self.calls + other.calls,
             models=models,
+            counted_calls=self.counted_calls + other.counted_calls,
         )
 
 

@@ -73,6 +73,11 @@ class ErrorResponse(HttpBody):
 class PageConfig(HttpBody):
     auth_required: bool = Field(description="Whether a bearer token is needed.")
     max_message_chars: int = Field(description="The longest message accepted.")
+    model_notice: str | None = Field(
+        default=None,
+        description="A line the page shows about the model, e.g. that it is a tiny local "
+        "demonstration model (`sidekick up --local-model`); null when there is none.",
+    )
 
 
 class OpenQuestion(Model):

@@ -28,11 +28,16 @@ from tests.support.harness import System, llm_env
 from tests.support.lockednats import LockedNats
 from tests.support.memory import MemoryStore
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.realmodel"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fast: in memory, no processes (pytest -m fast)")
+    config.addinivalue_line(
+        "markers",
+        "real_model: against the tiny local model's real server (the `local` extra; "
+        "pytest -m real_model)",
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -92,7 +92,12 @@ def test_role_settings_fall_back_to_shared_then_openai_variables(
     bare_llm_env.setenv("SIDEKICK_WORKER_LLM_BASE_URL", "http://vllm.local/v1")
     s = Settings()
     assert s.llm("evaluator") == LLMConfig(
-        "evaluator", "http://openai.example/v1", "sk-openai", "judge-model"
+        "evaluator",
+        "http://openai.example/v1",
+        "sk-openai",
+        "judge-model",
+        max_tokens_short=s.llm_max_tokens_short,
+        max_tokens_answer=s.llm_max_tokens_answer,
     )
     worker = s.llm("worker")
     assert worker.base_url == "http://vllm.local/v1" and worker.api_key == "sk-openai"

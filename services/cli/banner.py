@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from services.runtime.base.errors import no_model_message
-from services.runtime.base.settings import ROLES, Settings
+from services.runtime.base.settings import LOCAL_MODEL_NOTICE, ROLES, Settings
 
 DEFAULT_WS = "ws://127.0.0.1:8080/ws"  # `sidekick chat`'s default
 
@@ -72,6 +72,8 @@ def missing(settings: Settings, env: Mapping[str, str]) -> list[str]:
         return all(env.get(n, "").strip() for n in names)
 
     lines = []
+    if settings.local_model:
+        lines.append(f"model       {LOCAL_MODEL_NOTICE}")
     unset = [role for role in ROLES[:-1] if not settings.llm(role).configured]
     if unset:
         lines.append(f"model       {no_model_message()}")

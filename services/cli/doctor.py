@@ -98,6 +98,10 @@ async def collect(*, calls: bool, seconds: float) -> Findings:
         *await checks.mcp_servers(kinds),
         *await checks.nats_server(settings, "SIDEKICK_NATS_URL" in os.environ, seconds),
     ]
+    if calls:
+        from services.cli.doctor_share import share
+
+        found.services.append(await share(settings, found.models, seconds))
     return found
 
 
@@ -127,11 +131,12 @@ def _broken_lines(found: Findings) -> list[str]:
 
 def render(found: Findings) -> str:
     heads = ["role", "base URL", "model", "answers", "key", "listed"]
-    heads += ["stream", "json_schema", "tools", "json_object", "mode"]
+    heads += ["stream", "json_schema", "tools", "json_object", "embeddings", "mode"]
     rows = []
     for m in found.models:
         caps = m.capabilities
-        cells = [caps.get(c) for c in ("streaming", "json_schema", "tools", "json_object")]
+        names = ("streaming", "json_schema", "tools", "json_object", "embeddings")
+        cells = [caps.get(c) for c in names]
         rows.append(
             [m.label, m.base_url, m.model, _mark(m.answers), _mark(m.key), _mark(m.listed)]
             + [_mark(c) if c is not None else NONE for c in cells]

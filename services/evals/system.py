@@ -19,7 +19,8 @@ LEFT_OUT = ("SENDGRID_", "PUSHOVER_", "SIDEKICK_NATS_URL", "SIDEKICK_AUTH_TOKENS
 
 
 class OwnSystem:
-    def __init__(self, ready_timeout: float = 120.0) -> None:
+    def __init__(self, ready_timeout: float = 120.0, *, local_model: bool = False) -> None:
+        self.local_model = local_model  # `sidekick up --local-model`: the tiny local model
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="sidekick-eval-"))
         self.log = self.dir / "sidekick.log"
@@ -47,6 +48,7 @@ class OwnSystem:
                 [
                     *(sys.executable, "-m", "services.cli", "up"),
                     *("--port", str(self.port), "--data-dir", str(self.dir / "data")),
+                    *(("--local-model",) if self.local_model else ()),
                 ],
                 env=self.env(),
                 stdout=out,

@@ -39,7 +39,7 @@ from services.gateway.errors import (
     Unauthorized,
 )
 from services.gateway.intake import Intake, scoped, unscoped
-from services.runtime.base.settings import Settings
+from services.runtime.base.settings import LOCAL_MODEL_NOTICE, Settings
 from services.runtime.bus.core import Bus
 from services.runtime.bus.kvstore import get_model, key_for
 from services.runtime.requests import outbox
@@ -147,7 +147,9 @@ class PageApi:
         settings = self.bus.settings
         return respond(
             PageConfig(
-                auth_required=self.auth.required, max_message_chars=settings.max_message_chars
+                auth_required=self.auth.required,
+                max_message_chars=settings.max_message_chars,
+                model_notice=LOCAL_MODEL_NOTICE if settings.local_model else None,
             )
         )
 

@@ -169,6 +169,7 @@ class EmailWorker:
             drafted = await self.llm.structured(
                 conversation(SYSTEM, task.history, draft_text(task, recipients, approved)),
                 EmailDraft,
+                length="answer",
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc))

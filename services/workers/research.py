@@ -153,6 +153,7 @@ class ResearchWorker:
             synthesized = await self.llm.structured(
                 conversation(SYNTHESIZER, task.history, synthesis_text(task, plan, sources)),
                 ResearchSynthesis,
+                length="answer",
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc), usage=usage)

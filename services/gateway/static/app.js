@@ -147,6 +147,10 @@ async function start() {
   try {
     const resp = await fetch("/api/config");
     state.config = await resp.json();
+    if (state.config.model_notice) {
+      $("model-notice").textContent = state.config.model_notice;
+      $("model-notice").hidden = false;
+    }
   } catch (e) {
     setConnection("The gateway is not reachable.", "down");
     return;

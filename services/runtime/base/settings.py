@@ -17,6 +17,12 @@ StructuredMode = Literal["json_schema", "tools", "json_object", "prompt"]
 STRUCTURED_MODES: tuple[StructuredMode, ...] = ("json_schema", "tools", "json_object", "prompt")
 
 DEFAULT_MODEL = "gpt-4o-mini"
+# What the banner and the page say when every role runs the tiny local model (--local-model).
+LOCAL_MODEL_NOTICE = (
+    "This is a tiny demonstration model (SmolLM2-135M, on this machine): its answers will be "
+    "poor. For real work point Sidekick at a real model: SIDEKICK_LLM_BASE_URL, "
+    "SIDEKICK_LLM_MODEL and SIDEKICK_LLM_API_KEY, without --local-model."
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,12 @@ class LLMConfig:
     model: str
     structured: StructuredMode | None = None
     fallback: LLMConfig | None = None
+    # Reply limits sent as `max_tokens` (0: none sent): short replies (routing, decisions,
+    # verdicts, plans) and answers (llm/client.py picks by call).
+    max_tokens_short: int = 0
+    max_tokens_answer: int = 0
+    # Every call streamed, so a timed-out call stops the server (llm/endpoint.py).
+    stream_calls: bool = False
 
     @property
     def configured(self) -> bool:
@@ -114,6 +126,19 @@ class Settings(BaseSettings):
 
     llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per model call.")
     llm_max_retries: int = Field(default=3, ge=0, description="Retries on 429/5xx/timeout.")
+    llm_max_tokens_short: int = Field(
+        default=1024,
+        ge=0,
+        description="max_tokens of routing, decisions, verdicts, plans (0: none).",
+    )
+    llm_max_tokens_answer: int = Field(
+        default=4096, ge=0, description="max_tokens of answers and reports (0: none)."
+    )
+    llm_stream_calls: bool = Field(
+        default=False,
+        description="Stream every model call (a timed-out one then stops the server).",
+    )
+    local_model: bool = Field(default=False, description="Set by `--local-model`: the tiny model.")
 
     max_attempts: int = Field(default=3, ge=1, le=10)
     cache_enabled: bool = Field(default=True, description="Use the semantic cache at all.")
@@ -251,6 +276,9 @@ class Settings(BaseSettings):
             api_key=key or self.llm_api_key or self.openai_api_key,
             model=model,
             structured=structured,
+            max_tokens_short=self.llm_max_tokens_short,
+            max_tokens_answer=self.llm_max_tokens_answer,
+            stream_calls=self.llm_stream_calls,
         )
         if role == "embeddings":
             return primary  # another model's vectors would not match the cached ones
@@ -270,4 +298,7 @@ class Settings(BaseSettings):
             api_key=key,
             model=model or primary.model,
             structured=primary.structured,
+            max_tokens_short=primary.max_tokens_short,
+            max_tokens_answer=primary.max_tokens_answer,
+            stream_calls=primary.stream_calls,
         )

@@ -51,6 +51,8 @@ BUCKETS: dict[str, float] = {
     "index": 30 * DAY,
     "parked": 0,
     "preferences": 0,
+    # What processes learned about each model endpoint (llm/modes.py): a day, then learned anew.
+    "endpoints": DAY,
 }
 
 
@@ -101,8 +103,8 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "frontline": Role(
             consumers=("frontline",),
-            reads=("sessions", "status", "ledger"),
-            writes=("sessions", "status", "ledger"),
+            reads=("sessions", "status", "ledger", "endpoints"),
+            writes=("sessions", "status", "ledger", "endpoints"),
             # chat.requested: the session's next request, when this one's end starts it.
             publish=(
                 s.chat_requested,
@@ -125,6 +127,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 "parked",
                 "approvals",
                 "budgets",
+                "endpoints",
             ),
             writes=(
                 "requests",
@@ -135,6 +138,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 "parked",
                 "approvals",
                 "budgets",
+                "endpoints",
             ),
             watches=("cache", "parked"),
             publish=(
@@ -152,13 +156,15 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "evaluator": Role(
             consumers=("evaluator",),
+            reads=("endpoints",),
+            writes=("endpoints",),
             publish=(s.evaluation_completed, s.pong("evaluator")),
             subscribe=(s.ping,),
         ),
         "workers": Role(
             consumers=tuple(f"worker_{kind}" for kind in WORKER_KINDS),
-            reads=("ledger", "approvals"),
-            writes=("ledger",),
+            reads=("ledger", "approvals", "endpoints"),
+            writes=("ledger", "endpoints"),
             publish=(s.worker_completed, s.progress("*"), s.outbox_all, s.pong("workers")),
             subscribe=(s.request_cancel, s.ping),
         ),

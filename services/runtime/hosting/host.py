@@ -35,6 +35,7 @@ from services.runtime.bus.core import Bus
 from services.runtime.bus.natsauth import inbox_prefix
 from services.runtime.bus.natslogin import Login
 from services.runtime.bus.natswatch import Watch, cluster_broker, watch_of
+from services.runtime.hosting import endpoints
 from services.runtime.hosting.health import Probe, answer_pings
 from services.runtime.hosting.natsreach import (
     exit_when_lost,
@@ -145,6 +146,8 @@ class ServiceHost:
             watch = watch_of(self.bus.broker)
             if watch is not None:
                 watch.connected()
+            if self.name != "gateway":  # the model roles: what their endpoints are known to take
+                await endpoints.share(self.bus.kv.get(endpoints.BUCKET), self.settings, self.name)
             await self.bus.broker.start()
             await self.bus.start()
             for hook in self.on_ready:

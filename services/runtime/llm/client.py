@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -30,6 +30,9 @@ from services.runtime.llm.types import (
 
 log = logging.getLogger("sidekick.llm")
 R = TypeVar("R")
+# How long a reply may be: `short` for routing, decisions, verdicts and plans, `answer` for what
+# a person reads (SIDEKICK_LLM_MAX_TOKENS_SHORT / _ANSWER).
+Length = Literal["short", "answer"]
 
 
 class LLMClient:
@@ -73,9 +76,17 @@ class LLMClient:
                     status=second.status,
                 ) from second
 
+    def limited(self, extra: dict[str, Any], length: Length) -> dict[str, Any]:
+        """`extra` with the `max_tokens` that fits `length`, unless the caller chose one."""
+        limit = self.config.max_tokens_short if length == "short" else self.config.max_tokens_answer
+        if limit <= 0 or "max_tokens" in extra:
+            return extra
+        return {**extra, "max_tokens": limit}
+
     async def chat(self, messages: Messages, **extra: Any) -> ChatReply:
         """One raw model turn (e.g. with `tools=`), with its function tool calls parsed, so a
         caller can run them and continue the conversation."""
+        extra = self.limited(extra, "answer")
         return await self._with_fallback(lambda ep: ep.chat(messages, **extra))
 
     async def complete(self, messages: Messages, **extra: Any) -> Completion:
@@ -92,15 +103,21 @@ class LLMClient:
         ep = endpoint or self.primary
         return MODES.mode(ep.key, ep.config.structured)
 
-    async def structured(self, messages: Messages, schema: type[T]) -> Structured[T]:
+    async def structured(
+        self, messages: Messages, schema: type[T], *, length: Length = "short"
+    ) -> Structured[T]:
         """`schema` as JSON in the strongest mode the endpoint takes; validated, and retried
-        once with the validation error if the reply is bad."""
-        return await self._with_fallback(lambda ep: self._structured(ep, messages, schema))
+        once with the validation error if the reply is bad. `length`: a short reply (a
+        decision, a verdict, a plan) or an answer a person reads (a report, a mail)."""
+        return await self._with_fallback(lambda ep: self._structured(ep, messages, schema, length))
 
-    async def _structured(self, ep: Endpoint, messages: Messages, schema: type[T]) -> Structured[T]:
+    async def _structured(
+        self, ep: Endpoint, messages: Messages, schema: type[T], length: Length
+    ) -> Structured[T]:
         mode = self.mode(ep)
         while True:
             asked, extra = modes.request(mode, schema, messages)
+            extra = self.limited(extra, length)
             try:
                 first = await ep.chat(asked, **extra)
             except LLMUnavailable as exc:
@@ -115,6 +132,14 @@ class LLMClient:
             return Structured(parse(schema, text), first.usage, first.model, mode)
         except ValidationError as exc:
             error = short_error(exc)
+            if _cut_short(first, extra):  # a repair would be cut short the same way
+                raise self._invalid(
+                    ep,
+                    f"structured output mode {mode}",
+                    f"a {schema.__name__} cut off at max_tokens={extra.get('max_tokens')}: {error}",
+                    raw=text,
+                    mode=mode,
+                ) from exc
         second = await ep.chat(modes.repair(mode, schema, asked, text, error), **extra)
         usage = first.usage + second.usage
         text = modes.reply_text(mode, schema, second)
@@ -178,6 +203,7 @@ class LLMClient:
     ) -> AsyncGenerator[str, None]:
         """Yield text deltas as they arrive; `result` holds the full text and usage after. The
         fallback takes over only if the primary failed before its first delta."""
+        extra = self.limited(extra, "answer")
         return self._deltas_with_fallback(
             lambda ep: ep.stream(messages, result, **extra), "streaming from"
         )
@@ -210,6 +236,7 @@ class LLMClient:
             if empty:
                 messages = choices.nudge(choice, how, messages)
             asked, extra = choices.request(choice, how, messages)
+            extra = self.limited(extra, "answer")
             raw = StreamResult()
             marker = choices.Marker(choice) if how == "marker" else None
             result.convention = how
@@ -258,3 +285,11 @@ class LLMClient:
             return False
         MODES.step_down(ep.key, "tools", str(exc))
         return True
+
+
+def _cut_short(reply: ChatReply, extra: dict[str, Any]) -> bool:
+    """Whether `reply` stopped at its max_tokens: the server says so, or (llama.cpp names a
+    forced tool call's end `tool_calls` whatever stopped it) it used every token allowed."""
+    limit = extra.get("max_tokens")
+    used_all = isinstance(limit, int) and reply.usage.output_tokens >= limit
+    return reply.finish_reason == "length" or used_all

@@ -1,21 +1,25 @@
 """One model endpoint (base URL, key, model) and the raw calls to it, each measured and traced.
 
-Calls go through the `openai` SDK's lower-level `post` (its auth, retries, timeouts and error
-types) with the body serialized once by orjson, and the reply read as raw JSON:
-`chat.completions.create()` spent about 1 ms of CPU per call transforming its parameters and
-building typed reply objects (`python -m bench.hotspots`). Streamed replies are read by a small
-SSE loop (sse.py). Every endpoint of a process shares one HTTP client, the SDK's aiohttp-backed
-one when aiohttp is installed (about 40% less CPU per call than its default httpx2 client: one
-write per request instead of two, and C-accelerated parsing), and with it one connection pool.
+Calls go through the `openai` SDK's lower-level `post` (its auth and error types) with the body
+serialized once by orjson, and the reply read as raw JSON: `chat.completions.create()` spent
+about 1 ms of CPU per call transforming its parameters and building typed reply objects
+(`python -m bench.hotspots`). Streamed replies are read by a small SSE loop (sse.py). Every
+endpoint of a process shares one HTTP client, the SDK's aiohttp-backed one when aiohttp is
+installed (about 40% less CPU per call than its default httpx2 client: one write per request
+instead of two, and C-accelerated parsing), and with it one connection pool.
 
-429, 5xx, connection errors and timeouts are retried by the SDK with exponential back-off,
-honouring `Retry-After`; every call has a timeout. What is left after the retries becomes
-`LLMUnavailable`, marked transient (a fallback endpoint may help) or not (the server answered
-4xx: it would answer the same again).
+Each attempt is bounded as a whole, connect to last token, and retried by calls.py's rules (429,
+5xx, connection errors and timeouts with back-off honouring `Retry-After`; never a capability
+answer). What is left after the retries becomes `LLMUnavailable`, marked transient (a fallback
+endpoint may help) or not (the server answered 4xx: it would answer the same again). A reply
+cut at its `max_tokens` is logged and counted as such; a server's missing usage is counted here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -28,9 +32,13 @@ from contracts import Usage
 from services.runtime.base.errors import LLMNotConfigured, LLMUnavailable
 from services.runtime.base.metrics import LLM_ERRORS, LLM_LATENCY, LLM_TOKENS
 from services.runtime.base.settings import LLMConfig
+from services.runtime.llm import calls as rules
+from services.runtime.llm.calls import CallTimeout
+from services.runtime.llm.modes import MODES
 from services.runtime.llm.sse import TRANSPORT_ERRORS, Response, StreamError, events
 from services.runtime.llm.types import ChatReply, Messages, StreamResult, ToolCall
 
+log = logging.getLogger("sidekick.llm")
 _tracer = trace.get_tracer("sidekick.llm")
 JSON = {"Content-Type": "application/json"}
 # What a call can fail with: the SDK's errors (after its retries), the HTTP client's while a body
@@ -41,9 +49,11 @@ CALL_ERRORS: tuple[type[Exception], ...] = (
     ValueError,  # orjson.JSONDecodeError is one
     KeyError,
     TypeError,
+    CallTimeout,
     *TRANSPORT_ERRORS,
 )
 STREAM_OPTIONS = {"include_usage": True}
+RETRY_CAP = 30.0  # seconds: the longest back-off between two attempts
 
 
 def usage_of(raw: dict[str, Any] | None, model: str) -> Usage:
@@ -81,6 +91,9 @@ class Endpoint:
         self.role = config.role
         self.model = config.model
         self.key = (config.base_url or "https://api.openai.com/v1", config.model)
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_cap = RETRY_CAP
         self._client: openai.AsyncOpenAI | None = None
         if config.configured:
             self._client = openai.AsyncOpenAI(
@@ -88,7 +101,7 @@ class Endpoint:
                 # Local servers (Ollama, vLLM, llama.cpp) accept any key.
                 api_key=config.api_key or "not-needed",
                 timeout=timeout,
-                max_retries=max_retries,
+                max_retries=0,  # retried here, by calls.py's rules
                 http_client=_http_client(),
             )
         # Metric children looked up once, not on every call.
@@ -132,7 +145,9 @@ class Endpoint:
         LLM_LATENCY.labels(self.role, self.model, "error").observe(time.perf_counter() - started)
         span.set_status(trace.Status(trace.StatusCode.ERROR, kind))
         status = getattr(exc, "status_code", None)
-        transient = status is None or status == 429 or status >= 500
+        transient = not rules.capability_answer(exc) and (
+            status is None or status == 429 or status >= 500
+        )
         return LLMUnavailable(
             self.role,
             self.model,
@@ -141,31 +156,66 @@ class Endpoint:
             status=status,
         )
 
-    async def _post(self, path: str, body: dict[str, Any], *, stream: bool) -> Response:
-        response: Response = await self._require().post(
-            path,
-            cast_to=Response,
-            content=orjson.dumps(body),
-            options={"headers": JSON},
-            stream=stream,
+    async def _post(
+        self, path: str, body: dict[str, Any], *, stream: bool
+    ) -> tuple[Response, float]:
+        """The response of the first attempt that got one (a streamed body still to read) and
+        that attempt's deadline. Each attempt is bounded by the timeout; when it runs out the
+        request is cancelled, which closes its connection."""
+        client = self._require()
+        content = orjson.dumps(body)
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            deadline = loop.time() + self.timeout
+            try:
+                async with asyncio.timeout_at(deadline):
+                    response: Response = await client.post(
+                        path,
+                        cast_to=Response,
+                        content=content,
+                        options={"headers": JSON},
+                        stream=stream,
+                    )
+                return response, deadline
+            except TimeoutError:
+                error: Exception = CallTimeout(f"no answer within {self.timeout:g}s")
+            except openai.OpenAIError as exc:
+                error = exc
+            if attempt >= self.max_retries or not rules.retryable(error):
+                raise error
+            await asyncio.sleep(rules.backoff(attempt, error, self.retry_cap))
+            attempt += 1
+
+    def _cut(self, finish: str | None, body: dict[str, Any], used: int) -> None:
+        """Report a reply that stopped at its max_tokens (one line, and the error metric): the
+        server says so, or it used every token allowed (llama.cpp ends a forced tool call with
+        `tool_calls` whatever stopped it)."""
+        limit = body.get("max_tokens")
+        if finish != "length" and not (isinstance(limit, int) and used >= limit):
+            return
+        LLM_ERRORS.labels(self.role, self.model, "max_tokens").inc()
+        log.warning(
+            "%s: %s stopped at max_tokens=%s, so its reply is cut short (SIDEKICK_LLM_MAX_"
+            "TOKENS_SHORT / _ANSWER set the limits)",
+            self.role,
+            self.model,
+            body.get("max_tokens", "its own limit"),
         )
-        return response
 
     async def chat(self, messages: Messages, **extra: Any) -> ChatReply:
+        if self.config.stream_calls:
+            return await self._chat_streamed(messages, extra)
         self._require()
         started = time.perf_counter()
+        body = {"model": self.model, "messages": messages, **extra}
         with self._span() as span:
             try:
-                response = await self._post(
-                    "/chat/completions",
-                    {"model": self.model, "messages": messages, **extra},
-                    stream=False,
-                )
+                response, _ = await self._post("/chat/completions", body, stream=False)
                 data = orjson.loads(response.content)
             except CALL_ERRORS as exc:
                 raise self._fail(exc, span, started) from exc
             model = data.get("model") or self.model
-            usage = usage_of(data.get("usage"), model)
             span.set_attribute("gen_ai.response.model", model)
             choices = data.get("choices") or []
             if not choices:
@@ -174,7 +224,6 @@ class Endpoint:
             finish = choice.get("finish_reason")
             if finish:
                 span.set_attribute("gen_ai.response.finish_reasons", [finish])
-            self._record(usage, started, span)
             message = choice.get("message") or {}
             calls = [
                 ToolCall(
@@ -185,20 +234,40 @@ class Endpoint:
                 for call in message.get("tool_calls") or []
                 if isinstance(fn := call.get("function"), dict)
             ]
+            content = message.get("content") or ""
+            reported = _reported(data.get("usage"))
+            MODES.usage_seen(self.key, reported)
+            if reported:
+                usage = usage_of(data.get("usage"), model)
+            else:
+                said = content + "".join(c.arguments for c in calls)
+                usage = rules.counted(model, messages, said, extra)
+            self._record(usage, started, span)
+            self._cut(finish, body, usage.output_tokens)
             return ChatReply(
-                content=message.get("content") or "",
-                tool_calls=calls,
-                finish_reason=finish,
-                usage=usage,
-                model=model,
+                content=content, tool_calls=calls, finish_reason=finish, usage=usage, model=model
             )
+
+    async def _chat_streamed(self, messages: Messages, extra: dict[str, Any]) -> ChatReply:
+        """`chat` as a stream read to its end (SIDEKICK_LLM_STREAM_CALLS)."""
+        result = StreamResult()
+        async with contextlib.aclosing(self.stream(messages, result, **extra)) as deltas:
+            async for _ in deltas:
+                pass
+        return ChatReply(
+            content=result.text,
+            tool_calls=result.tool_calls,
+            finish_reason=result.finish_reason,
+            usage=result.usage,
+            model=result.model,
+        )
 
     async def stream(
         self, messages: Messages, result: StreamResult, **extra: Any
     ) -> AsyncGenerator[str, None]:
         """Text deltas as they arrive; function calls the model makes are gathered in
-        `result.tool_calls` (complete once the iteration ends). Closing the generator early
-        closes the response, which stops the model."""
+        `result.tool_calls` (complete once the iteration ends). Closing the generator early,
+        or the timeout running out, closes the response, which stops the model."""
         self._require()
         started = time.perf_counter()
         body = {
@@ -211,12 +280,22 @@ class Endpoint:
         calls: dict[int, list[str]] = {}
         with self._span() as span:
             try:
-                response = await self._post("/chat/completions", body, stream=True)
+                response, deadline = await self._post("/chat/completions", body, stream=True)
                 try:
-                    async for data in events(response):
+                    reading = events(response)
+                    while True:
+                        try:
+                            async with asyncio.timeout_at(deadline):
+                                data = await anext(reading)
+                        except StopAsyncIteration:
+                            break
+                        except TimeoutError:
+                            raise CallTimeout(
+                                f"the reply did not end within {self.timeout:g}s"
+                            ) from None
                         if (model := data.get("model")) and not result.model:
                             result.model = model
-                        if usage := data.get("usage"):
+                        if _reported(usage := data.get("usage")):
                             result.usage = usage_of(usage, result.model or self.model)
                         for choice in data.get("choices") or ():
                             delta = choice.get("delta") or {}
@@ -233,29 +312,38 @@ class Endpoint:
             except CALL_ERRORS as exc:
                 raise self._fail(exc, span, started) from exc
             except GeneratorExit:  # the caller stopped reading: the call still happened
-                self._streamed(result, calls, span, started)
+                self._streamed(result, calls, span, started, messages, body)
                 raise
-            self._streamed(result, calls, span, started)
+            self._streamed(result, calls, span, started, messages, body)
 
     def _streamed(
-        self, result: StreamResult, calls: dict[int, list[str]], span: trace.Span, started: float
+        self,
+        result: StreamResult,
+        calls: dict[int, list[str]],
+        span: trace.Span,
+        started: float,
+        messages: Messages,
+        body: dict[str, Any],
     ) -> None:
         result.tool_calls = [
             ToolCall(id=parts[0], name=parts[1], arguments=parts[2])
             for _, parts in sorted(calls.items())
         ]
         result.model = result.model or self.model
-        if result.usage.calls == 0:
-            result.usage = Usage.of_call(result.model)
+        MODES.usage_seen(self.key, result.usage.calls > 0)
+        if result.usage.calls == 0:  # the server reported none: counted here
+            said = result.text + "".join(c.arguments for c in result.tool_calls)
+            result.usage = rules.counted(result.model, messages, said, body)
         span.set_attribute("gen_ai.response.model", result.model)
         self._record(result.usage, started, span)
+        self._cut(result.finish_reason, body, result.usage.output_tokens)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         self._require()
         started = time.perf_counter()
         with self._span("embeddings") as span:
             try:
-                response = await self._post(
+                response, _ = await self._post(
                     "/embeddings",
                     {"model": self.model, "input": texts, "encoding_format": "float"},
                     stream=False,
@@ -268,6 +356,13 @@ class Endpoint:
             tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
             self._record(Usage(input_tokens=tokens, calls=1), started, span)
             return vectors
+
+
+def _reported(usage: Any) -> bool:
+    """Whether a server's `usage` says anything (llama.cpp's streams carry none, or zeros)."""
+    return isinstance(usage, dict) and bool(
+        usage.get("prompt_tokens") or usage.get("completion_tokens")
+    )
 
 
 def _text(value: Any) -> str:

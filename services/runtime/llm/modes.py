@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -51,12 +52,47 @@ def weaker(mode: StructuredMode) -> StructuredMode | None:
     return STRUCTURED_MODES[i + 1] if i + 1 < len(STRUCTURED_MODES) else None
 
 
+Key = tuple[str, str]  # (base URL, model)
+
+
 class ModeBook:
-    """The mode each (base URL, model) takes, learned once per process."""
+    """The mode each (base URL, model) takes, learned once per process, and whether its server
+    reports usage. What is learned here is told to `listeners` (the process shares it with the
+    others through the bus: services/runtime/hosting/endpoints.py); what another process
+    learned comes in by `learn`."""
 
     def __init__(self) -> None:
-        self._modes: dict[tuple[str, str], StructuredMode] = {}
+        self._modes: dict[Key, StructuredMode] = {}
+        self._usage: dict[Key, bool] = {}
         self._lock = threading.Lock()
+        self.listeners: list[Callable[[Key], None]] = []
+
+    def _tell(self, key: Key) -> None:
+        for listener in list(self.listeners):
+            listener(key)
+
+    def learn(self, key: Key, mode: StructuredMode | None, usage: bool | None) -> None:
+        """What another process (or `sidekick doctor`) learned about `key`; a mode only ever
+        moves down, never back to one this process saw refused."""
+        with self._lock:
+            current = self._modes.get(key, STRUCTURED_MODES[0])
+            if mode is not None and STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(current):
+                self._modes[key] = mode
+            if usage is not None:
+                self._usage.setdefault(key, usage)
+
+    def facts(self, key: Key) -> tuple[StructuredMode | None, bool | None]:
+        """The learned mode (None: nothing refused yet) and whether usage is reported."""
+        with self._lock:
+            return self._modes.get(key), self._usage.get(key)
+
+    def usage_seen(self, key: Key, reported: bool) -> None:
+        """Whether a reply from `key` carried usage; told to the listeners the first time."""
+        with self._lock:
+            if self._usage.get(key) == reported:
+                return
+            self._usage[key] = reported
+        self._tell(key)
 
     def mode(self, key: tuple[str, str], forced: StructuredMode | None) -> StructuredMode:
         if forced is not None:
@@ -75,6 +111,7 @@ class ModeBook:
                 return current  # another call learned it meanwhile
             if nxt is not None:
                 self._modes[key] = nxt
+        self._tell(key)
         base_url, model = key
         log.warning(
             "structured output: %s at %s refused %s (%s); using %s from now on "
@@ -90,6 +127,7 @@ class ModeBook:
     def forget(self) -> None:
         with self._lock:
             self._modes.clear()
+            self._usage.clear()
 
 
 MODES = ModeBook()

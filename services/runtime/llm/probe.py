@@ -54,6 +54,7 @@ class Seen:
     listed: Cell = field(default_factory=Cell)
     capabilities: dict[str, Cell] = field(default_factory=dict)
     calls: int = 0
+    usage_reported: bool | None = None  # whether the streamed reply carried usage
 
 
 @dataclass
@@ -68,6 +69,7 @@ class ModelReport:
     capabilities: dict[str, Cell]
     mode: str = ""
     problems: list[Problem] = field(default_factory=list)
+    usage_reported: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,6 +128,7 @@ class _Prober:
         """One tiny chat call; None (and the cell filled) when it failed."""
         self.seen.calls += 1
         try:
+            extra.setdefault("max_tokens", 64)  # `{"ok": true}` or "OK": a few tokens
             return await self.client.chat.completions.create(
                 model=self.config.model, messages=extra.pop("messages", ASK), **extra
             )
@@ -145,7 +148,9 @@ class _Prober:
         return None
 
     async def streaming(self) -> None:
-        stream = await self._call("streaming", stream=True, stream_options={"include_usage": True})
+        stream = await self._call(
+            "streaming", stream=True, stream_options={"include_usage": True}, max_tokens=16
+        )
         if stream is None:
             return
         got = ""
@@ -153,8 +158,11 @@ class _Prober:
             async with stream:
                 async for chunk in stream:
                     got += "".join(c.delta.content or "" for c in chunk.choices)
-                    if got:
-                        break  # the first token is the answer; closing stops the model
+                    if chunk.usage is not None:
+                        used = chunk.usage.prompt_tokens or chunk.usage.completion_tokens
+                        self.seen.usage_reported = bool(used)
+                if self.seen.usage_reported is None and got:
+                    self.seen.usage_reported = False
         except openai.OpenAIError as exc:
             self.seen.capabilities["streaming"] = Cell(False, _short(exc))
             return
@@ -263,6 +271,7 @@ def judge(
         key=seen.key,
         listed=seen.listed,
         capabilities=seen.capabilities,
+        usage_reported=seen.usage_reported,
     )
 
     def problem(what: str, name: str) -> None:

@@ -1,0 +1,113 @@
+"""How one model call is bounded, retried and accounted, whatever the server.
+
+- Bounded: `SIDEKICK_LLM_TIMEOUT` covers a whole attempt, from connecting to the last token;
+  when it runs out the HTTP request is closed (a server that streams stops generating: see
+  `SIDEKICK_LLM_STREAM_CALLS`).
+- Retried: 429, 5xx, connection errors and timeouts, with exponential back-off honouring
+  `Retry-After`, except a 4xx or 5xx whose body names a request feature (`response_format`,
+  `json_schema`, `tools`, `tool_choice`): that is the server saying what it lacks, and asking
+  again would only get the same answer (llama.cpp answers a json_schema it cannot take with 500).
+- Accounted: a server that reports no usage gets its tokens counted here, by a stated estimate
+  (`estimate_tokens`), and the figure is marked as counted (`Usage.counted_calls`).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import re
+import time
+from typing import Any
+
+import openai
+
+from contracts import Usage
+
+# A request feature named in an error body: the server says it lacks it.
+CAPABILITY = re.compile(r"response_format|json_schema|\btools?\b|tool_choice", re.I)
+RETRY_STATUSES = frozenset({408, 409, 429})
+CHARS_PER_TOKEN = 4  # the estimate: about four characters of English text per token
+TOKENS_PER_MESSAGE = 4  # a chat template's few tokens around each message
+
+
+class CallTimeout(Exception):
+    """The whole attempt ran past the timeout; its HTTP request was closed."""
+
+
+def status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def capability_answer(exc: BaseException) -> bool:
+    """Whether `exc` is an HTTP error whose body names a request feature the server lacks."""
+    status = status_of(exc)
+    return status is not None and 400 <= status < 600 and bool(CAPABILITY.search(str(exc)))
+
+
+def retryable(exc: BaseException) -> bool:
+    if capability_answer(exc):
+        return False
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError | CallTimeout)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return float(value) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, float(parsed.timestamp()) - time.time()) if parsed else None
+
+
+def backoff(attempt: int, exc: BaseException, cap: float) -> float:
+    """Seconds to wait before retry `attempt` (0 first): the server's Retry-After when it
+    gave a sensible one, else 0.5 s doubling, with jitter; never over `cap`."""
+    asked = _retry_after(exc)
+    if asked is not None and 0 <= asked <= 60:
+        return min(asked, cap)
+    return min(0.5 * float(2**attempt) * (1 - 0.25 * random.random()), cap)
+
+
+def estimate_tokens(text: str) -> int:
+    """The stated estimate: one token per four characters, rounded up."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def prompt_text(messages: Any) -> list[str]:
+    out = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+        for call in (message.get("tool_calls") or []) if isinstance(message, dict) else []:
+            out.append(str((call.get("function") or {}).get("arguments") or ""))
+    return out
+
+
+def counted(model: str, messages: Any, reply: str, extra: dict[str, Any]) -> Usage:
+    """The usage of a call the server reported none for, counted here (marked as counted)."""
+    parts = prompt_text(messages)
+    for key in ("tools", "response_format"):
+        if key in extra:
+            parts.append(str(extra[key]))
+    prompt = sum(estimate_tokens(p) for p in parts) + TOKENS_PER_MESSAGE * len(messages)
+    usage = Usage.of_call(model, prompt, estimate_tokens(reply))
+    return usage.model_copy(update={"counted_calls": 1})
