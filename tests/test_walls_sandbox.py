@@ -3,8 +3,11 @@ and root gets a working sandbox out of the box with its clone under a private ho
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from services.workers.tools.python_sandbox import PythonSandbox
 from services.workers.tools.settings import ToolsSettings
 from tests.support.dirs import searchable_root
 
+ROOT = Path(__file__).resolve().parents[1]
 MiB = 1024 * 1024
 LIMITS = Limits(cpu_seconds=2, memory_bytes=256 * MiB, wall_seconds=8, output_chars=4000)
 files = searchable_root()
@@ -38,6 +42,33 @@ async def test_the_code_holds_no_descriptor_of_the_host_beyond_its_stdio(files: 
     held = [line.split(" ", 1) for line in result.stdout.splitlines()]
     assert [fd for fd, _ in held] == ["0", "1", "2"], result.stdout
     assert "bwrap" not in result.stdout and ".venv" not in result.stdout
+
+
+def test_under_the_services_event_loop_too_the_code_holds_no_descriptor_of_the_host(
+    files: Path,
+) -> None:
+    """The services run on uvloop, whose spawn clears close-on-exec on passed descriptors
+    after the pre-exec hook: the same snoop, run by a child process on uvloop."""
+    child = f"""
+import asyncio, json, sys, uvloop
+from pathlib import Path
+from services.workers.tools.python_sandbox import PythonSandbox
+from tests.test_walls_sandbox import LIMITS, SNOOP
+async def main() -> None:
+    assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
+    result = await PythonSandbox(LIMITS, Path({str(files)!r})).run(SNOOP, "alice/uvfds")
+    print(json.dumps([result.exit_code, result.stdout, result.render()]))
+uvloop.run(main())
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    exit_code, stdout, render = json.loads(proc.stdout.splitlines()[-1])
+    assert exit_code == 0, render
+    held = [line.split(" ", 1) for line in stdout.splitlines()]
+    assert [fd for fd, _ in held] == ["0", "1", "2"], stdout
+    assert "bwrap" not in stdout and ".venv" not in stdout
 
 
 @pytest.fixture

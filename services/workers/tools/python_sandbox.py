@@ -48,14 +48,16 @@ from services.workers.tools.sessiondir import SessionFolder
 # Runs in the sandbox before the user's code, which it reads from stdin (no file to plant).
 BOOTSTRAP = r"""
 import os, sys
-for _fd in os.listdir("/proc/self/fd"):  # the host's descriptors stay out: stdio only
-    try:
-        _where = os.readlink(f"/proc/self/fd/{_fd}") if int(_fd) > 2 else None
-    except OSError:
-        continue  # the listing's own, closed by now
-    if _where is not None:
-        sys.stderr.write(f"sandbox: refusing to run: descriptor {_fd} of the host is open\n")
-        os._exit(125)
+# The host's descriptors stay out: stdio only. The worker marks bwrap's own descriptor
+# close-on-exec, but under uvloop (the services' loop) libuv clears that flag on every passed
+# descriptor after the worker's pre-exec hook has run, so one can arrive here: it is closed
+# before any of the user's code runs.
+for _fd in os.listdir("/proc/self/fd"):
+    if int(_fd) > 2:
+        try:
+            os.close(int(_fd))
+        except OSError:
+            pass  # the listing's own, closed by now
 _code = sys.stdin.buffer.read().decode("utf-8", "replace")
 _null = os.open("/dev/null", os.O_RDONLY)
 os.dup2(_null, 0)
