@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NATS
 
-from contracts import FINAL_STATUSES, Subjects
+from contracts import FINAL_STATUSES
 from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.harness import ROOT, System, llm_env
+from tests.support.natscluster import finals_by_request
 from tests.support.probe import Probe
 
 REQUESTS = 60
@@ -106,19 +107,6 @@ async def nc_own(own_nats: NatsServer) -> AsyncIterator[NATS]:
     await client.connect(own_nats.url, max_reconnect_attempts=-1, reconnect_time_wait=1)
     yield client
     await client.close()
-
-
-async def finals_by_request(nc: NATS, namespace: str) -> Counter[str]:
-    js = nc.jetstream()
-    stream = Subjects(namespace).results_stream
-    info = await js.stream_info(stream)
-    counts: Counter[str] = Counter()
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await js.get_msg(stream, seq)
-        data = json.loads(msg.data or b"{}")
-        if data.get("kind") in ("request.completed", "request.failed", "request.cancelled"):
-            counts[data["request_id"]] += 1
-    return counts
 
 
 async def test_every_acknowledged_request_ends_once_through_kills_and_a_nats_restart(

@@ -30,8 +30,7 @@ from contracts import Subjects
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.harness import ROOT, Client, llm_env
-from tests.support.natscluster import ClusterSystem, NatsCluster, Node
-from tests.test_fault_suite import finals_by_request
+from tests.support.natscluster import ClusterSystem, NatsCluster, Node, stored_ends
 
 REQUESTS = 30
 EMAIL_EVERY = 5
@@ -270,19 +269,7 @@ async def under_load(
     await poller
     await load.close()
 
-    # A client may see an end before the results stream holds it: while the stream has no
-    # leader, its publish reaches the gateways (core subscribers) but is not stored, and the
-    # publisher, given no ack, publishes it again (same dedupe key) once the stream answers.
-    # So the stream must come to hold every end, once, within the publish's retry.
-    mine = [*load.request_ids, load.parked_id]
-    ours: dict[str, int] = {}
-    stored_by = time.monotonic() + 60
-    while True:
-        finals = await finals_by_request(admin, system.namespace)
-        ours = {rid: finals[rid] for rid in mine}
-        if all(n >= 1 for n in ours.values()) or time.monotonic() > stored_by:
-            break
-        await asyncio.sleep(1)
+    ours = await stored_ends(admin, system.namespace, [*load.request_ids, load.parked_id])
     sent = Counter(
         m["personalizations"][0]["to"][0]["email"]
         for m in sendgrid.mails

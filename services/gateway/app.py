@@ -22,6 +22,7 @@ from services.gateway.a2a.rpc import A2AApi
 from services.gateway.agui.endpoint import AgUiApi
 from services.gateway.api import PageApi, cors, guarded, meta_routes
 from services.gateway.auth import Auth, AuthConfigError
+from services.gateway.catchup import CatchUp
 from services.gateway.deliveries import Deliveries
 from services.gateway.feed import Feed
 from services.gateway.hub import Hub
@@ -136,16 +137,18 @@ def build(settings: Settings) -> ServiceHost:
     ]
     probe = Probe(bus)
     probe.register()
+    chat = ChatSocket(bus, hub, intake, auth)
+    catch_up = CatchUp(bus, hub, chat)
     return ServiceHost(
         "gateway",
         settings,
         bus,
         routes=routes,
-        on_ready=[intake.start],
-        on_stop=[deliveries.stop],
+        on_ready=[intake.start, catch_up.start],
+        on_stop=[catch_up.stop, deliveries.stop],
         host=settings.gateway_host,
         port=settings.gateway_port,
         middleware=[Middleware(origins.middleware), *cors(settings)],
         probe=probe,
-        sockets={"/ws": origins.socket(ChatSocket(bus, hub, intake, auth).endpoint)},
+        sockets={"/ws": origins.socket(chat.endpoint)},
     )

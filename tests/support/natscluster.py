@@ -5,16 +5,21 @@ given its own login apart from the URL (SIDEKICK_<SERVICE>_NATS_USER / _PASSWORD
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nats.aio.client import Client as NATS
+
+from contracts import Subjects
 from services.runtime.base.children import die_with_parent, free_port, replica_names, service_of
 from services.runtime.bus import natsauth, natscluster
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, new_password
@@ -229,3 +234,30 @@ class ClusterSystem(System):
             self.launch(name)
         self.wait_ready(timeout)
         return self
+
+
+async def stored_ends(nc: NATS, namespace: str, request_ids: list[str]) -> dict[str, int]:
+    """How many ends the results stream holds for each request, once it holds one for each
+    (or after 60 s). A client may see an end before the stream holds it: while the stream has
+    no leader, a publish reaches the gateways (core subscribers) but is not stored, and the
+    publisher, given no ack, publishes it again (same dedupe key) once the stream answers."""
+    deadline = time.monotonic() + 60
+    while True:
+        finals = await finals_by_request(nc, namespace)
+        ours = {rid: finals[rid] for rid in request_ids}
+        if all(n >= 1 for n in ours.values()) or time.monotonic() > deadline:
+            return ours
+        await asyncio.sleep(1)
+
+
+async def finals_by_request(nc: NATS, namespace: str) -> Counter[str]:
+    js = nc.jetstream()
+    stream = Subjects(namespace).results_stream
+    info = await js.stream_info(stream)
+    counts: Counter[str] = Counter()
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await js.get_msg(stream, seq)
+        data = json.loads(msg.data or b"{}")
+        if data.get("kind") in ("request.completed", "request.failed", "request.cancelled"):
+            counts[data["request_id"]] += 1
+    return counts
