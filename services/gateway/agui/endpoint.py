@@ -87,13 +87,18 @@ class AgUiApi:
             return error_response(exc)
         return self._stream(known, position)
 
+    async def _run_in_path(self, request: Request) -> tuple[str, RunRecord]:
+        """The caller and the run its path names (one of the caller's own), or NotFound."""
+        principal = principal_of(request, self.auth)
+        run_id = str(request.path_params["run_id"])
+        known = await self._record(principal, run_id) if ID.match(run_id) else None
+        if known is None:
+            raise NotFound(f"No run {run_id[:64]!r}.")
+        return principal, known
+
     async def reattach(self, request: Request) -> Response:
         try:
-            principal = principal_of(request, self.auth)
-            run_id = str(request.path_params["run_id"])
-            known = await self._record(principal, run_id) if ID.match(run_id) else None
-            if known is None:
-                raise NotFound(f"No run {run_id[:64]!r}.")
+            _, known = await self._run_in_path(request)
             position = last_event_id(request)
         except GatewayError as exc:
             return error_response(exc)
@@ -101,15 +106,11 @@ class AgUiApi:
 
     async def cancel(self, request: Request) -> Response:
         try:
-            principal = principal_of(request, self.auth)
-            run_id = str(request.path_params["run_id"])
-            known = await self._record(principal, run_id) if ID.match(run_id) else None
-            if known is None:
-                raise NotFound(f"No run {run_id[:64]!r}.")
+            principal, known = await self._run_in_path(request)
             await self.intake.cancel(principal, known.request_id)
         except GatewayError as exc:
             return error_response(exc)
-        return JSONResponse({"run_id": run_id, "status": "cancelling"}, status_code=202)
+        return JSONResponse({"run_id": known.run_id, "status": "cancelling"}, status_code=202)
 
     async def _start(self, principal: str, body: RunAgentInput) -> RunRecord:
         """A new run: the resumption of the thread's parked request, or a new request."""
