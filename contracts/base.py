@@ -68,6 +68,7 @@ class Usage(Model):
         description="Of `calls`, those whose server reported no usage: their tokens were counted "
         "by Sidekick (an estimate, about four characters a token), not reported.",
     )
+    tool_calls: int = Field(default=0, ge=0, description="Tool calls made (TOOLS worker).")
 
     @classmethod
     def of_call(cls, model: str, input_tokens: int = 0, output_tokens: int = 0) -> Usage:
@@ -87,6 +88,7 @@ class Usage(Model):
             calls=self.calls + other.calls,
             models=models,
             counted_calls=self.counted_calls + other.counted_calls,
+            tool_calls=self.tool_calls + other.tool_calls,
         )
 
 

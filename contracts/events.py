@@ -68,6 +68,9 @@ class TaskBudget(Model):
 
     tokens: int = Field(ge=0, description="Model tokens (in + out) the attempt may still use.")
     calls: int = Field(ge=0, description="Model calls the attempt may still make.")
+    tool_calls: int | None = Field(
+        default=None, ge=0, description="Tool calls the attempt may still make (None: no limit)."
+    )
 
 
 class WorkerTask(Event):
@@ -126,6 +129,10 @@ class WorkerResult(Event):
     dispatch_token: str | None = Field(
         default=None,
         description="The dispatch_token of the message this answers (proof it was asked).",
+    )
+    budget_note: str | None = Field(
+        default=None,
+        description="Set when a budget stopped the worker: the limit, named for the user.",
     )
     approval: ApprovalAsk | None = Field(
         default=None,

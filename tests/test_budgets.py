@@ -46,7 +46,7 @@ def small_day(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> 
         nats_server.url,
         fake_llm,
         logs_dir,
-        SIDEKICK_BUDGET_DAILY_TOKENS="40",
+        SIDEKICK_BUDGET_DAILY_TOKENS="10000",
         SIDEKICK_PRICES="fake-worker=1:2",  # USD per million tokens in and out
     ) as sys_:
         yield sys_
@@ -71,17 +71,23 @@ async def test_a_budget_that_runs_out_after_attempt_1_of_3_ends_partial_naming_t
 async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
     small_day: System, fake_llm: FakeOpenAI
 ) -> None:
+    # The worker's reply reports a prompt far longer than its hold (the case holds cannot
+    # prevent): 10,000 tokens in, so the day is spent by the time the evaluation would be held.
+    fake_llm.usage_of = lambda body: (10_000, 7) if body["model"] == "fake-worker" else (11, 7)
     async with AuthClient(small_day.ws_url, "bob", events=True) as bob:
         request_id = await bob.ack("search the tides")
         first = await bob.until_end_of(request_id)
-        assert first.end["status"] == "completed"
-        # Three calls of 18 tokens each, counted once: 54 of the day's 40.
-        assert first.end["metadata"]["usage"]["input_tokens"] == 33
-        # Priced: only the worker's model has a price here, 11 in at $1/M and 7 out at $2/M.
-        assert first.end["metadata"]["cost_usd"] == 0.000025
+        assert first.end["status"] == "partial"  # the worker's answer, never evaluated
+        assert "Note: this request stopped at its daily tokens budget (10025 of 10000" in (
+            first.text
+        )
+        assert not fake_llm.chat_calls("fake-evaluator")
+        assert first.end["metadata"]["usage"]["input_tokens"] == 10_011
+        # Priced: only the worker's model has a price here, 10,000 in at $1/M and 7 out at $2/M.
+        assert first.end["metadata"]["cost_usd"] == 0.010014
         await bob.send({"uuid": bob.uuid, "message": "search the moon"})
         refused = await bob.frames_until(lambda f: "error" in f)
-    said = "Today's budget for bob is spent (daily tokens: 54 of 40); it resets at 00:00 UTC"
+    said = "Today's budget for bob is spent (daily tokens: 10025 of 10000); it resets at 00:00 UTC"
     assert refused[-1]["error"]["code"] == "rate_limited"
     assert said in refused[-1]["error"]["message"]
     async with api(small_day.http_url, "bob") as http:

@@ -4,6 +4,7 @@ model that never answers is stopped at the step limit with an honest result."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from services.runtime.base.settings import LLMConfig, Settings
 from services.runtime.bus.core import Bus
 from services.runtime.hosting.host import make_broker
 from services.runtime.llm import LLMClient
+from services.runtime.requests.budgets import prompt_estimate
 from services.workers.base import WorkerDeps
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.worker import SYSTEM, ToolsWorker
@@ -33,10 +35,13 @@ def files_root() -> Iterator[Path]:
         yield root
 
 
-def worker(fake_llm: FakeOpenAI, tmp_path: Path, **settings: Any) -> ToolsWorker:
+def worker(
+    fake_llm: FakeOpenAI, tmp_path: Path, max_tokens: int = 0, **settings: Any
+) -> ToolsWorker:
     base = Settings(namespace="loop", data_dir=tmp_path)
+    config = LLMConfig(role="worker", base_url=fake_llm.base_url, api_key="k", model=MODEL)
     llm = LLMClient(
-        LLMConfig(role="worker", base_url=fake_llm.base_url, api_key="k", model=MODEL),
+        dataclasses.replace(config, max_tokens_answer=max_tokens),
         timeout=10,
         max_retries=0,
     )
@@ -160,9 +165,34 @@ async def test_the_requests_budget_stops_the_loop_before_the_call_that_would_pas
         "this request) is spent. Tools used: files_list (2 calls). The task was not finished."
     )
     assert len(fake_llm.chat_calls(MODEL)) == 2 and result.usage.calls == 2
-    # Tokens: every fake call is 18; a budget of 30 allows the second call, not a third.
-    fake_llm.script(MODEL, model)
-    by_tokens = budgeted.model_copy(update={"budget": TaskBudget(tokens=30, calls=10)})
-    stopped = await worker(fake_llm, tmp_path, tools_max_steps=10).run(by_tokens)
-    assert "the request's tokens budget (36 of the 30 left" in (stopped.error or "")
-    assert len(fake_llm.chat_calls(MODEL)) == 4
+
+
+async def test_a_call_whose_maximum_could_pass_the_token_budget_is_not_made(
+    fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Each call's maximum (its prompt, estimated, and its max_tokens of 100) is counted in
+    advance: a budget of 10 tokens allows no call at all; a budget of exactly the first call's
+    maximum plus what it used (18) allows it, and not the second, whose prompt is longer."""
+    turns = itertools.count(1)
+    fake_llm.script(
+        MODEL, lambda body: Reply(tool_calls=[tool_call("files_list", {}, f"c{next(turns)}")])
+    )
+    tools = worker(fake_llm, tmp_path, max_tokens=100, tools_max_steps=10)
+    tiny = task("list my files").model_copy(update={"budget": TaskBudget(tokens=10, calls=10)})
+    none = await tools.run(tiny)
+    assert "the request's tokens budget (0 of the 10 left to this request, and the next call " in (
+        none.error or ""
+    )
+    assert none.budget_note and "tokens budget" in none.budget_note
+    assert not fake_llm.chat_calls(MODEL)
+    one = tiny.model_copy(update={"budget": TaskBudget(tokens=10**6, calls=1)})
+    await tools.run(one)
+    (first,) = fake_llm.chat_calls(MODEL)
+    assert first["max_tokens"] == 100
+    first_max = prompt_estimate(first["messages"], first["tools"]) + 100
+    exact = tiny.model_copy(update={"budget": TaskBudget(tokens=first_max + 18, calls=10)})
+    stopped = await tools.run(exact)
+    assert len(fake_llm.chat_calls(MODEL)) == 2  # the first run's call, and this run's one
+    assert f"tokens budget (18 of the {first_max + 18} left to this request, and the next" in (
+        stopped.error or ""
+    )

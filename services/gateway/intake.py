@@ -138,7 +138,7 @@ class Intake:
                 if taken is not None:
                     taken(again)
                 return again
-        await refuse_if_spent(self.bus, principal)
+        await refuse_if_spent(self.bus, principal, req.session_id)
         self.admit(principal, request_id)
         # The root of the request's trace: every hop after this one is its descendant.
         with tracer.start_as_current_span(

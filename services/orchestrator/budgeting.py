@@ -1,51 +1,149 @@
-"""The orchestrator's budget checks: before each attempt or evaluation it sends, the request's
-spend (and its principal's day, with this request's spend added) against the limits
-(services/runtime/requests/budgets.py); when a request ends, its spend is added to its
-principal's day, once. Spend is also counted in Prometheus, by hashed principal and model."""
+"""The orchestrator's budget checks. Before each model step it sends (its decision, each attempt,
+each evaluation) the step's maximum is counted in advance against the request's limits and held
+against its principal's day and its session (services/runtime/requests/holds.py); a step that
+does not fit is not sent, and the request ends naming the limit. When a request ends its spend is
+counted in its day and its session, once, releasing its hold. Spend is also counted in
+Prometheus, by hashed principal and model.
+
+A step's maximum is its prompt, estimated (about four characters a token) from what the step
+carries plus `PROMPT_ALLOWANCE` for what its service adds unseen here (its system prompt, the
+output schema, SEARCH's results), and its reply's `max_tokens` in full, priced at the dearer of
+its model's two prices. Each step also holds the rest of its attempt where that fits (holds.py).
+A worker that loops (TOOLS, RESEARCH) is held up to
+SIDEKICK_BUDGET_STEP_TOKENS and told what it was granted (`TaskBudget.tokens`)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import TypeVar
 
-from contracts import RequestCompleted, Usage
+from contracts import RequestCompleted, RequestRouted, Usage
 from contracts.events import TaskBudget
 from services.orchestrator.loop import out_of_budget
 from services.orchestrator.projection import Dispatch, Evaluate, next_messages
-from services.orchestrator.state import LoopState
+from services.orchestrator.state import SIDE_EFFECT_WORKERS, LoopState
 from services.orchestrator.store import Store
 from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
+from services.runtime.base.settings import Role
 from services.runtime.bus.core import Bus
 from services.runtime.bus.kvstore import key_for
-from services.runtime.requests.budgets import Day, Days, cost, day_limit, prices, request_limit
+from services.runtime.llm.calls import estimate_tokens
+from services.runtime.llm.types import Messages
+from services.runtime.requests.budgets import (
+    Days,
+    Limit,
+    Scope,
+    cost,
+    day_key,
+    limits_of,
+    prices,
+    prompt_estimate,
+    reply_limit,
+    request_limit,
+    session_key,
+)
+from services.runtime.requests.holds import Ask, hold
 
 log = logging.getLogger("sidekick.orchestrator")
 E = TypeVar("E")
+LOOPING = frozenset({"TOOLS", "RESEARCH"})
+PROMPT_ALLOWANCE = 2000  # tokens a step's service adds to the prompt, unseen here
 
 
 class Budgets:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.table = prices(bus.settings.prices)
+        self.granted: dict[str, tuple[str, int]] = {}  # request id: (step, tokens) last held
+
+    def _one(self, role: Role, prompt: int) -> int:
+        """One call's maximum in tokens: its prompt, estimated, and its reply in full."""
+        config = self.bus.settings.llm(role)
+        length = config.max_tokens_answer if role == "worker" else config.max_tokens_short
+        return prompt + PROMPT_ALLOWANCE + reply_limit(length)
+
+    def _judging(self, prompt: int) -> int:
+        """An evaluation's maximum, of an output yet to be written from a prompt of `prompt`."""
+        output = reply_limit(self.bus.settings.llm("worker").max_tokens_answer)
+        return self._one("evaluator", prompt + output)
+
+    def _ask(
+        self, used: Usage, step: str, role: Role, prompt: int, looping: bool, rest: int = 0
+    ) -> Ask:
+        settings = self.bus.settings
+        config = settings.llm(role)
+        one = self._one(role, prompt)
+        used_tokens = used.input_tokens + used.output_tokens
+        tokens = one
+        if looping:
+            left = settings.budget_request_tokens - used_tokens
+            tokens = max(one, min(settings.budget_step_tokens, left))
+        rate = max(self.table.get(config.model, (0.0, 0.0))) / 1_000_000
+        return Ask(step, used_tokens, cost(used, self.table), tokens, one, rate, rest)
+
+    def _step(self, state: LoopState) -> Ask | None:
+        """The hold the request's next step needs, if it calls a model."""
+        for message in next_messages(state):
+            if isinstance(message, Dispatch):
+                task = message.task
+                prompt = estimate_tokens(task.model_dump_json())
+                step, looping = f"task:{task.attempt}", task.worker_type in LOOPING
+                judged = state.request.use_evaluator and task.worker_type not in SIDE_EFFECT_WORKERS
+                rest = self._judging(prompt) if judged else 0
+                return self._ask(state.usage, step, "worker", prompt, looping, rest)
+            if isinstance(message, Evaluate):
+                ev = message.request
+                prompt = estimate_tokens(ev.model_dump_json())
+                return self._ask(state.usage, f"evaluate:{ev.attempt}", "evaluator", prompt, False)
+        return None
+
+    async def _check(self, req: RequestRouted, used: Usage, ask: Ask) -> Limit | None:
+        """The limit the step would pass, or None once it is held in the day and the session."""
+        settings = self.bus.settings
+        seconds = time.time() - req.ts.timestamp()
+        ahead = (ask.least, round(ask.least * ask.usd_per_token, 6))
+        limit = request_limit(settings, used, seconds, self.table, ahead)
+        if limit is not None:
+            return limit
+        scopes: tuple[tuple[Scope, str], ...] = (
+            ("daily", day_key(req.principal)),
+            ("session", session_key(req.principal, req.session_id)),
+        )
+        granted = ask.tokens
+        for scope, key in scopes:
+            got = await hold(
+                self.bus.kv.budgets,
+                key,
+                req.request_id,
+                replace(ask, tokens=granted),
+                limits_of(settings, scope),
+                scope,
+                settings.budget_request_seconds,
+            )
+            if isinstance(got, Limit):
+                return got
+            granted = min(granted, got)
+        self.granted[req.request_id] = (ask.step, granted)
+        return None
 
     async def over(self, state: LoopState) -> str | None:
-        """The note naming the limit the request has reached, when its next step would call a
-        model; None when it may go on (or sends nothing more)."""
-        if not any(isinstance(m, Dispatch | Evaluate) for m in next_messages(state)):
+        """The note naming the limit the request's next model step would pass (or has reached);
+        None when it may go on (its step held), or sends nothing more."""
+        ask = self._step(state)
+        if ask is None:
             return None
-        settings = self.bus.settings
-        seconds = time.time() - state.request.ts.timestamp()
-        limit = request_limit(settings, state.usage, seconds, self.table)
-        if limit is None:
-            day = await Days(self.bus.kv.budgets).load(state.request.principal)
-            usage = state.usage
-            now = Day(
-                input_tokens=day.input_tokens + usage.input_tokens,
-                output_tokens=day.output_tokens + usage.output_tokens,
-                usd=day.usd + cost(usage, self.table),
-            )
-            limit = day_limit(settings, now)
+        limit = await self._check(state.request, state.usage, ask)
+        return limit.note() if limit is not None else None
+
+    async def before_decision(self, req: RequestRouted, messages: Messages) -> str | None:
+        """The same for the decision, the request's first model step."""
+        prompt = estimate_tokens(req.model_dump_json())
+        rest = self._one("worker", prompt) + (self._judging(prompt) if req.use_evaluator else 0)
+        decide = prompt_estimate(messages)
+        ask = self._ask(Usage(), "decide", "orchestrator", decide, False, rest)
+        limit = await self._check(req, Usage(), ask)
         return limit.note() if limit is not None else None
 
     async def stop_if_over(self, store: Store, state: LoopState) -> LoopState:
@@ -56,13 +154,19 @@ class Budgets:
         return await store.update(state.request.request_id, lambda s: out_of_budget(s, note))
 
     def left(self, state: LoopState) -> TaskBudget:
-        """What the request may still spend, for a worker that loops over model calls (the
-        same from the same state, so a redelivered dispatch carries the same)."""
+        """What the request may still spend, for a worker that loops over model calls: its
+        limits less its usage, and no more tokens than its step was granted (the same from the
+        same state: a redelivered step is granted what it was before)."""
         used = state.usage
         settings = self.bus.settings
         tokens = settings.budget_request_tokens - used.input_tokens - used.output_tokens
+        granted = self.granted.pop(state.request.request_id, None)
+        if granted is not None and state.current and granted[0] == f"task:{state.current.n}":
+            tokens = min(tokens, granted[1])
         return TaskBudget(
-            tokens=max(tokens, 0), calls=max(settings.budget_request_calls - used.calls, 0)
+            tokens=max(tokens, 0),
+            calls=max(settings.budget_request_calls - used.calls, 0),
+            tool_calls=max(settings.budget_request_tool_calls - used.tool_calls, 0),
         )
 
     def priced(self, event: E, state: LoopState) -> E:
@@ -72,14 +176,17 @@ class Budgets:
         return event
 
     async def charge(self, state: LoopState) -> None:
-        """Add the ended request's spend to its principal's day (once) and to the counters."""
+        """Add the ended request's spend to its principal's day and its session (once each,
+        dropping its holds) and to the counters."""
         req, usage = state.request, state.usage
+        self.granted.pop(req.request_id, None)
         usd = cost(usage, self.table)
+        days = Days(self.bus.kv.budgets)
         try:
-            _, fresh = await Days(self.bus.kv.budgets).charge(
-                req.principal, req.request_id, usage, usd
-            )
-        except Exception as exc:  # the answer stands; only the day's count lacks it
+            _, fresh = await days.charge(req.principal, req.request_id, usage, usd)
+            session = session_key(req.principal, req.session_id)
+            await days.charge(req.principal, req.request_id, usage, usd, key=session)
+        except Exception as exc:  # the answer stands; only the count lacks it
             log.warning("request %s: could not count its spend: %r", req.request_id, exc)
             return
         if not fresh:

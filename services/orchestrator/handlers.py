@@ -222,15 +222,18 @@ class Orchestrator:
         if req.planned:  # a workflow: the research pipeline, whose planner may ask the user
             choice, usage = loop.planned_decision(req), Usage()
         else:
-            try:
-                decision = await self.llm.structured(
-                    conversation(
-                        prompts.system_prompt(self.workers),
-                        req.history,
-                        prompts.request_text(req.message, req.reason, req.success_criteria),
-                    ),
-                    OrchestratorDecision,
+            asked = conversation(
+                prompts.system_prompt(self.workers),
+                req.history,
+                prompts.request_text(req.message, req.reason, req.success_criteria),
+            )
+            note = await self.budgets.before_decision(req, asked)
+            if note is not None:  # the decision's call would pass a limit: never made
+                return await self.store.update(
+                    req.request_id, lambda s: loop.out_of_budget(s, note), start=start
                 )
+            try:
+                decision = await self.llm.structured(asked, OrchestratorDecision)
             except MODEL_ERRORS as exc:
                 code, error = failure_code(exc), str(exc)
                 return await self.store.update(

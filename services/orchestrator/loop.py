@@ -131,6 +131,8 @@ def on_result(state: LoopState, result: WorkerResult, approval_ttl: float = 3600
         return state  # stale or duplicate
     attempts = [*state.attempts[:-1], cur.model_copy(update={"result": result})]
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + result.usage})
+    if result.budget_note:  # the worker stopped at a limit: no more steps
+        return out_of_budget(state, result.budget_note)
     if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
         return _park(state, result.clarification_questions)
     if result.approval is not None:

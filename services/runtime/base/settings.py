@@ -160,6 +160,18 @@ class Settings(BaseSettings):
     budget_daily_usd: float = Field(
         default=100.0, gt=0, description="USD one principal may spend per UTC day."
     )
+    budget_session_tokens: int = Field(
+        default=20_000_000, gt=0, description="Model tokens one session may use."
+    )
+    budget_session_usd: float = Field(default=40.0, gt=0, description="USD one session may cost.")
+    budget_request_tool_calls: int = Field(
+        default=500, gt=0, description="Tool calls one request may make (TOOLS worker)."
+    )
+    budget_step_tokens: int = Field(
+        default=500_000,
+        gt=0,
+        description="Tokens held for one attempt of a worker that loops (TOOLS, RESEARCH).",
+    )
     prices: str = Field(
         default="", description="Price overrides, 'model=input:output' USD per million tokens."
     )

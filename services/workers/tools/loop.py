@@ -1,8 +1,11 @@
 """The tool loop as plain logic: ask the model, run the tools it calls, hand back the results,
 until it answers or the step budget is spent.
 
-Before each model call the request's budget (the task's `budget`) is checked: once it is
-spent the loop stops without the call and says which limit.
+Before each model call the request's budget (the task's `budget`) is checked, with the call's
+own maximum counted in advance (its prompt, estimated, and its reply's `call_max` tokens): a call
+that could pass it is not made, and the loop stops saying which limit. Before each tool call the
+budget's tool calls are checked: once they are spent the tools asked for are not run (the model
+is told so) and the model is asked to answer with what it has, without tools.
 
 A step is one model turn. When the model answers without tool calls, that is the answer. When
 the last allowed turn still asks for tools, the loop stops without running them and says so:
@@ -20,8 +23,10 @@ from openai.types.chat import ChatCompletionMessageParam
 from contracts import Usage
 from contracts.events import TaskBudget
 from services.runtime.llm import ChatReply
+from services.runtime.requests.budgets import prompt_estimate
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 
+ANSWER_NOW = "Answer the user now with what you have; no more tools can run."
 ChatFn = Callable[[list[ChatCompletionMessageParam], list[dict[str, Any]]], Awaitable[ChatReply]]
 # Told of each call after it ran: (call id, tool, arguments as JSON text, result, ok).
 CallSeen = Callable[[str, str, str, str, bool], Awaitable[None]]
@@ -46,6 +51,7 @@ class LoopOutcome:
     calls: list[CallRecord] = field(default_factory=list)
     wanted: list[str] = field(default_factory=list)  # tools still asked for when it stopped
     over_budget: str | None = None  # the limit that stopped it before its next model call
+    tool_limit: str | None = None  # the tool-call limit that stopped its tools, if one did
 
     @property
     def finished(self) -> bool:
@@ -75,12 +81,14 @@ async def run_tool_loop(
     max_steps: int,
     budget: TaskBudget | None = None,
     seen: CallSeen = _unseen,
+    call_max: int = 0,
 ) -> LoopOutcome:
     conversation = list(messages)
     outcome = LoopOutcome(answer=None, steps=0)
     definitions = toolbox.definitions
     for step in range(1, max_steps + 1):
-        outcome.over_budget = _over(budget, outcome.usage)
+        ahead = prompt_estimate(conversation, definitions) + call_max if call_max else 0
+        outcome.over_budget = _over(budget, outcome.usage, ahead)
         if outcome.over_budget is not None:  # checked before each call: never one more
             return outcome
         reply = await chat(conversation, definitions)
@@ -94,24 +102,41 @@ async def run_tool_loop(
             return outcome
         conversation.append(reply.as_param())
         for tool_call in reply.tool_calls:
+            outcome.tool_limit = outcome.tool_limit or _no_tool_calls(budget, outcome.usage)
+            if outcome.tool_limit is not None:
+                not_run = f"Not run: this request's {outcome.tool_limit} is spent. {ANSWER_NOW}"
+                conversation.append(
+                    {"role": "tool", "tool_call_id": tool_call.id, "content": not_run}
+                )
+                continue
             result = await toolbox.call(
                 tool_call.name, tool_call.arguments, Call(run, tool_call.id)
             )
+            outcome.usage = outcome.usage + Usage(tool_calls=1)
             outcome.calls.append(CallRecord(step, tool_call.name, result.ok))
             await seen(tool_call.id, tool_call.name, tool_call.arguments, result.content, result.ok)
             # Tool output is data in a tool message, never part of a system prompt.
             conversation.append(
                 {"role": "tool", "tool_call_id": tool_call.id, "content": result.content}
             )
+        if outcome.tool_limit is not None:
+            definitions = []  # the next turn answers with what it has
     return outcome
 
 
-def _over(budget: TaskBudget | None, used: Usage) -> str | None:
+def _over(budget: TaskBudget | None, used: Usage, ahead: int = 0) -> str | None:
     if budget is None:
         return None
     if used.calls >= budget.calls:
         return f"model calls budget ({used.calls} of the {budget.calls} left to this request)"
-    if used.input_tokens + used.output_tokens >= budget.tokens:
-        spent = used.input_tokens + used.output_tokens
-        return f"tokens budget ({spent} of the {budget.tokens} left to this request)"
+    spent = used.input_tokens + used.output_tokens
+    if spent >= budget.tokens or spent + ahead > budget.tokens:
+        could = f", and the next call could take {ahead} more" if ahead else ""
+        return f"tokens budget ({spent} of the {budget.tokens} left to this request{could})"
     return None
+
+
+def _no_tool_calls(budget: TaskBudget | None, used: Usage) -> str | None:
+    if budget is None or budget.tool_calls is None or used.tool_calls < budget.tool_calls:
+        return None
+    return f"tool calls budget ({used.tool_calls} of the {budget.tool_calls} left to this request)"

@@ -9,6 +9,7 @@ from contracts import Progress, ToolUse, WorkerResult, WorkerTask
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.llm import ChatReply
 from services.runtime.llm.prompts import conversation
+from services.runtime.requests.budgets import reply_limit
 from services.runtime.walls.egress import Egress
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.tools.catalog import Clients
@@ -130,7 +131,7 @@ class ToolsWorker:
     async def _chat(
         self, messages: list[ChatCompletionMessageParam], tools: list[dict[str, Any]]
     ) -> ChatReply:
-        return await self.llm.chat(messages, tools=tools)
+        return await self.llm.chat(messages, **({"tools": tools} if tools else {}))
 
     async def run(self, task: WorkerTask) -> WorkerResult:
         run = RunContext(
@@ -146,6 +147,7 @@ class ToolsWorker:
                 max_steps=self.settings.tools_max_steps,
                 budget=task.budget,
                 seen=lambda *call: self._seen(task, *call),
+                call_max=reply_limit(self.llm.config.max_tokens_answer),
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc), sources=run.sources)
@@ -162,7 +164,12 @@ class ToolsWorker:
                 "The task was not finished."
             )
             return result_for(
-                task, success=False, error=error, usage=outcome.usage, sources=run.sources
+                task,
+                success=False,
+                error=error,
+                usage=outcome.usage,
+                sources=run.sources,
+                budget_note=f"Note: this request stopped at its {outcome.over_budget}.",
             )
         if not outcome.finished:
             error = (
@@ -182,10 +189,12 @@ class ToolsWorker:
                 usage=outcome.usage,
                 sources=run.sources,
             )
+        stopped = outcome.tool_limit and f"Note: this request stopped at its {outcome.tool_limit}."
         return result_for(
             task,
             success=True,
             output=outcome.answer,
             usage=outcome.usage,
             sources=run.sources,
+            budget_note=stopped or None,
         )

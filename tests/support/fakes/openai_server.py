@@ -8,6 +8,8 @@ replies in prose or a code fence (`wrap`: "prose", "fence"), and require a key (
 A structured request asked for as a forced function call (`tool_choice`) gets the script's
 JSON back as that function's arguments.
 
+Every reply reports 11 prompt and 7 completion tokens unless `usage_of` says otherwise.
+
 A script is a function of the parsed request returning a `Reply`; a reply with `tool_calls`
 comes back as `choices[0].message.tool_calls` with finish_reason "tool_calls" (streamed: as
 tool-call deltas, the arguments in pieces).
@@ -179,6 +181,8 @@ class FakeOpenAI(FakeServer):
         self.wrap: str | None = None
         self.api_key: str | None = None
         self.embedding_models = ["text-embedding-3-small"]
+        # The usage each chat reply reports (prompt, completion tokens), from its request.
+        self.usage_of: Callable[[dict[str, Any]], tuple[int, int]] = lambda body: (11, 7)
         self.scripts = {
             "fake-frontline": default_frontline,
             "fake-orchestrator": default_orchestrator,
@@ -266,7 +270,8 @@ class FakeOpenAI(FakeServer):
                 {"error": {"message": reply.error or "fake error", "type": "server_error"}},
                 reply.headers,
             )
-        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        given, taken = self.usage_of(body)
+        usage = {"prompt_tokens": given, "completion_tokens": taken, "total_tokens": given + taken}
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         finish_reason = "stop"
         if reply.tool_calls:

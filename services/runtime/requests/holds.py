@@ -1,0 +1,97 @@
+"""Holds: before a model step is sent, the request holds what the step may take against its
+principal's day and its session, so that concurrent requests cannot together pass a limit.
+
+A hold is the request's usage so far plus the step's maximum (its prompt estimated, its
+`max_tokens` counted in full, priced by the table); it is one entry of the day's value, keyed by
+request id and written by compare-and-set, so that for every hold granted
+
+    spent + every live hold <= the limit
+
+held at the moment it was written. A step whose maximum does not fit is not sent. When the request
+ends its actual usage is counted and its hold dropped in the same write (`Days.charge`), so the
+unused part returns to the day. A hold lapses `ttl` seconds after it was taken (the request's
+wall-time limit), so a request that died holds nothing for long. The day's counted spend can
+thus pass its limit only by what a step used beyond its hold (a prompt longer than estimated, a
+structured reply's one repair call).
+
+So that a request let in can finish its attempt, a step also holds the rest of its attempt
+where that fits (`Ask.rest`): the decision holds the worker's call and the evaluation too, the
+worker's step the evaluation; each later hold replaces the request's earlier one.
+
+A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its allowance, less
+when less is left, but at least one call's maximum; what it was granted is what it may use
+(`TaskBudget.tokens`), checked before each of its calls.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from nats.js.kv import KeyValue
+
+from services.runtime.bus.kvstore import get_model, write_if
+from services.runtime.requests.budgets import Day, Hold, Limit, Scope
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One step's hold: what the request has used so far, and what the step may take."""
+
+    step: str  # e.g. "decide", "task:1", "evaluate:1"
+    used_tokens: int
+    used_usd: float
+    tokens: int  # the most the step may take
+    least: int  # the least it can go with (one call's maximum); == tokens for one call
+    usd_per_token: float  # its price bound per token
+    rest: int = 0  # the rest of its attempt (the worker, the evaluation): held if it fits
+
+
+async def hold(
+    kv: KeyValue,
+    key: str,
+    request_id: str,
+    ask: Ask,
+    limits: tuple[int, float],
+    scope: Scope,
+    ttl: float,
+) -> int | Limit:
+    """Hold `ask` at `key` (a day, or a session) under `limits`: the tokens granted to the step,
+    or the limit it would pass. Taking the same step again (a redelivery) grants the same."""
+    for _ in range(50):
+        found, revision = await get_model(kv, key, Day)
+        day = found or Day()
+        mine = day.held.get(request_id)
+        if mine is not None and mine.step == ask.step:
+            return min(max(mine.tokens - ask.used_tokens, 0), ask.tokens)
+        if request_id in day.counted:
+            return ask.tokens  # counted already: it has ended, nothing more is sent for it
+        now = time.time()
+        tokens, usd = day.committed(now, besides=request_id)
+        room = limits[0] - tokens - ask.used_tokens
+        granted = min(ask.tokens + ask.rest, room)
+        if ask.usd_per_token > 0:
+            money_room = limits[1] - usd - ask.used_usd
+            granted = min(granted, math.floor(money_room / ask.usd_per_token))
+        if granted < ask.least:
+            return _refusal(ask, limits, scope, tokens, usd, room)
+        held = {r: h for r, h in day.held.items() if h.until > now and r != request_id}
+        held[request_id] = Hold(
+            tokens=ask.used_tokens + granted,
+            usd=round(ask.used_usd + granted * ask.usd_per_token, 6),
+            step=ask.step,
+            until=now + ttl,
+        )
+        if await write_if(kv, key, day.model_copy(update={"held": held}), revision) is not None:
+            return min(granted, ask.tokens)
+    raise RuntimeError(f"could not hold a step of {request_id} (contention)")
+
+
+def _refusal(
+    ask: Ask, limits: tuple[int, float], scope: Scope, tokens: int, usd: float, room: int
+) -> Limit:
+    if room < ask.least:
+        return Limit(f"{scope} tokens", limits[0], tokens + ask.used_tokens, ask.least)
+    needed = round(ask.least * ask.usd_per_token, 6)
+    return Limit(f"{scope} money (USD)", limits[1], round(usd + ask.used_usd, 6), needed)

@@ -1,0 +1,91 @@
+"""Holds on live services: six requests of one principal race for the last of its day.
+
+Every fake model call here reports a 1,500-token prompt and a reply of its full `max_tokens`
+(500), so a request (decision, attempt, verdict) spends 6,000 tokens, and six of them would
+spend 36,000 of a 15,000-token day if each only checked the day before its calls. What holds
+promise (services/runtime/requests/holds.py): each step is sent only once its maximum is held,
+with the day's spend and every live hold within the limit; so, as no call here uses more than it
+held, the day's count never passes 15,000, each request is counted exactly once, no hold is left
+when they have ended, and a request refused ends saying it stopped at its daily tokens budget
+(or, once the day is spent or held, is refused at the gateway)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from services.runtime.bus.natsserver import NatsServer
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.gateway_client import AuthClient
+from tests.support.harness import Conversation, System
+from tests.test_budgets import budget_system, day_of
+
+DAY = 15_000
+WORDS = ("tides", "moon", "harbour", "lighthouse", "ferries", "dunes")
+
+
+@pytest.fixture(scope="module")
+def race(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    with budget_system(
+        nats_server.url,
+        fake_llm,
+        logs_dir,
+        SIDEKICK_BUDGET_DAILY_TOKENS=str(DAY),
+        SIDEKICK_LLM_MAX_TOKENS_SHORT="500",
+        SIDEKICK_LLM_MAX_TOKENS_ANSWER="500",
+    ) as sys_:
+        yield sys_
+
+
+async def one_request(system: System, word: str) -> Conversation | dict[str, Any]:
+    """The request's frames to its end, or the gateway's refusal."""
+    async with AuthClient(system.ws_url, "dora", events=True) as dora:
+        await dora.send({"uuid": dora.uuid, "message": f"search the {word}"})
+        frames = await dora.frames_until(lambda f: f.get("event") == "ack" or "error" in f)
+        if "error" in frames[-1]:
+            return dict(frames[-1]["error"])
+        return await dora.until_end_of(str(frames[-1]["request_id"]))
+
+
+def tokens_of(convo: Conversation) -> int:
+    usage = convo.end["metadata"]["usage"]
+    return int(usage["input_tokens"]) + int(usage["output_tokens"])
+
+
+async def test_six_requests_racing_for_the_last_of_a_day_never_spend_past_it(
+    race: System, fake_llm: FakeOpenAI, nc: NATS
+) -> None:
+    fake_llm.usage_of = lambda body: (1500, int(body.get("max_tokens") or 500))
+    outcomes = await asyncio.gather(*(one_request(race, w) for w in WORDS))
+    ended = [o for o in outcomes if isinstance(o, Conversation)]
+    at_gateway = [o for o in outcomes if isinstance(o, dict)]
+    completed = [c for c in ended if c.end["status"] == "completed"]
+    stopped = [c for c in ended if c.end["status"] != "completed"]
+
+    day = await day_of(nc, race, "dora")
+    spent = day.input_tokens + day.output_tokens
+    assert spent <= DAY, (spent, [c.end["status"] for c in ended])
+    # Every model call the requests made (each reports 2,000 tokens) is counted, once.
+    calls = sum(
+        len(fake_llm.chat_calls(f"fake-{r}")) for r in ("orchestrator", "worker", "evaluator")
+    )
+    assert (day.calls, spent) == (calls, 2000 * calls)
+    assert sum(tokens_of(c) for c in completed) == 6000 * len(completed)
+    assert len(day.counted) == len(ended)
+    assert day.held == {}  # every hold settled when its request ended
+    assert completed, "the day holds at least one whole request"
+    assert stopped or at_gateway, "six whole requests cannot fit in the day"
+    for convo in stopped:
+        said = convo.text + " ".join(e["message"] for e in convo.errors)
+        assert "stopped at its daily tokens budget" in said, said
+        assert "used or held, and its next model call could take" in said, said
+    for refusal in at_gateway:
+        assert refusal["code"] == "rate_limited"
+        assert (
+            "Today's budget for dora is spent or held by requests in flight" in (refusal["message"])
+        )
