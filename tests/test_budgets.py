@@ -1,7 +1,10 @@
-"""Budgets on live services (every fake model call reports 11 tokens in and 7 out): a request
-whose model-call budget runs out after attempt 1 of 3 ends partial with its best answer and a
-note naming the limit, and never makes the next call; a principal whose day is spent is refused
-at the gateway on the WebSocket, the workflows API and /v1, with the day's exact count."""
+"""Budgets on live services (every fake model call reports 11 tokens in and 7 out unless a test
+says otherwise): a request whose model-call budget runs out after attempt 1 of 3 ends partial
+with its best answer and a note naming the limit, and never makes the next call; a worker that
+used more than its step held spends the day, its evaluation is not held (partial, naming the
+daily limit), and the principal is then refused at the gateway on the WebSocket, the workflows
+API and /v1, with the day's exact count; after a SIGKILL mid-request the day counts it once and
+its hold is settled."""
 
 from __future__ import annotations
 
@@ -117,6 +120,9 @@ async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verd
             request_id = await erin.ack("search the tides")
             await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
             three_calls.kill("orchestrator")  # while the verdict is being made
+            # Its evaluation's hold stands meanwhile: what it used, and the verdict's maximum.
+            held = (await day_of(nc, three_calls, "erin")).held[request_id]
+            assert held.step == "evaluate:1" and held.tokens > 36
             hold.set()
             await asyncio.to_thread(three_calls.restart, "orchestrator")
             done = await erin.until_end_of(request_id)
@@ -125,6 +131,7 @@ async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verd
     # Decision, attempt, verdict: three calls of 11 + 7 tokens, each counted once.
     assert (counted.input_tokens, counted.output_tokens, counted.calls) == (33, 21, 3)
     assert counted.counted == [request_id]
+    assert counted.held == {}  # the killed step's hold settled when the request was counted
 
     # The verdict delivered again, as a redelivery would, under another message id.
     s = Subjects(three_calls.namespace)

@@ -196,3 +196,36 @@ async def test_a_call_whose_maximum_could_pass_the_token_budget_is_not_made(
     assert f"tokens budget (18 of the {first_max + 18} left to this request, and the next" in (
         stopped.error or ""
     )
+
+
+async def test_the_tool_call_limit_stops_the_tools_and_the_model_answers_with_what_it_has(
+    fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    turns = itertools.count(1)
+
+    def model(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):  # offered none: it answers
+            return Reply(content="Two listings so far: no files.")
+        n = next(turns)
+        return Reply(
+            tool_calls=[
+                tool_call("files_list", {}, f"c{n}a"),
+                tool_call("files_list", {}, f"c{n}b"),
+            ]
+        )
+
+    fake_llm.script(MODEL, model)
+    limited = task("list my files").model_copy(
+        update={"budget": TaskBudget(tokens=10**6, calls=10, tool_calls=3)}
+    )
+    result = await worker(fake_llm, tmp_path, tools_max_steps=10).run(limited)
+    assert result.success and result.output == "Two listings so far: no files."
+    assert result.usage.tool_calls == 3  # the fourth call asked for was not run
+    assert result.budget_note == (
+        "Note: this request stopped at its tool calls budget (3 of the 3 left to this request)."
+    )
+    first, second, last = fake_llm.chat_calls(MODEL)
+    assert "tools" in first and "tools" in second and "tools" not in last
+    refused = tool_messages(last)[-1]
+    assert refused["tool_call_id"] == "c2b"
+    assert refused["content"].startswith("Not run: this request's tool calls budget (3 of the 3")

@@ -1,0 +1,80 @@
+"""Holds against a real JetStream KV bucket: twenty concurrent holds of 100 tokens in a
+1,000-token day are granted exactly ten times (compare-and-set); the same step held again (a
+redelivery) is granted what it was, without a second hold; a request's count drops its hold;
+and a hold whose request died lapses after its time, giving its room back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js.kv import KeyValue
+
+from contracts import Usage
+from services.runtime.requests.budgets import Day, Days, Limit
+from services.runtime.requests.holds import Ask, hold
+from tests.support.workers_support import wait_for
+
+LIMITS = (1000, 100.0)
+
+
+@pytest.fixture
+async def kv(nc: NATS) -> AsyncIterator[KeyValue]:
+    js = nc.jetstream()
+    name = f"holds_{uuid.uuid4().hex[:8]}"
+    yield await js.create_key_value(bucket=name)
+    await js.delete_key_value(name)
+
+
+def ask(step: str = "decide", tokens: int = 100, used: int = 0) -> Ask:
+    return Ask(step, used, 0.0, tokens, tokens, 0.0)
+
+
+async def stored(kv: KeyValue) -> Day:
+    return Day.model_validate_json((await kv.get("day")).value or b"")
+
+
+async def test_twenty_concurrent_holds_of_a_tenth_of_the_day_are_granted_exactly_ten_times(
+    kv: KeyValue,
+) -> None:
+    got = await asyncio.gather(
+        *(hold(kv, "day", f"r{i}", ask(), LIMITS, "daily", 60) for i in range(20))
+    )
+    assert sorted(g for g in got if isinstance(g, int)) == [100] * 10
+    refused = [g for g in got if isinstance(g, Limit)]
+    assert len(refused) == 10
+    assert refused[0].note() == (
+        "Note: this request stopped at its daily tokens budget (1000 of 1000 used or held, and "
+        "its next model call could take 100 more)."
+    )
+    assert sum(h.tokens for h in (await stored(kv)).held.values()) == 1000
+
+
+async def test_a_step_held_again_is_granted_the_same_and_a_count_drops_the_hold(
+    kv: KeyValue,
+) -> None:
+    assert await hold(kv, "day", "r1", ask("task:1", 600), LIMITS, "daily", 60) == 600
+    assert await hold(kv, "day", "r1", ask("task:1", 600), LIMITS, "daily", 60) == 600
+    assert (await stored(kv)).committed(time.time()) == (600, 0.0)
+    # Its next step replaces its hold: what it used (50) and the evaluation's 300.
+    assert await hold(kv, "day", "r1", ask("evaluate:1", 300, 50), LIMITS, "daily", 60) == 300
+    assert (await stored(kv)).committed(time.time()) == (350, 0.0)
+    day, fresh = await Days(kv).charge("p", "r1", Usage.of_call("m", 40, 30), 0.0, key="day")
+    assert fresh and day.held == {} and day.committed(time.time()) == (70, 0.0)
+
+
+async def test_a_hold_whose_request_died_lapses_after_its_time(kv: KeyValue) -> None:
+    assert await hold(kv, "day", "dead", ask("task:1", 950), LIMITS, "daily", 1.0) == 950
+    taken = time.monotonic()
+    assert isinstance(await hold(kv, "day", "alive", ask(), LIMITS, "daily", 60), Limit)
+
+    async def granted() -> bool:
+        return await hold(kv, "day", "alive", ask(), LIMITS, "daily", 60) == 100
+
+    await wait_for(granted, timeout=10)
+    assert time.monotonic() - taken >= 0.9
+    assert list((await stored(kv)).held) == ["alive"]  # the lapsed hold is gone from the value
