@@ -120,9 +120,8 @@ async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verd
             request_id = await erin.ack("search the tides")
             await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
             three_calls.kill("orchestrator")  # while the verdict is being made
-            # Its evaluation's hold stands meanwhile: what it used, and the verdict's maximum.
-            held = (await day_of(nc, three_calls, "erin")).held[request_id]
-            assert held.step == "evaluate:1" and held.tokens > 36
+            # Its hold stands meanwhile: what it used, and at least the verdict's maximum.
+            assert (await day_of(nc, three_calls, "erin")).held[request_id].tokens > 36
             hold.set()
             await asyncio.to_thread(three_calls.restart, "orchestrator")
             done = await erin.until_end_of(request_id)

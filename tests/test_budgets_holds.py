@@ -1,6 +1,7 @@
 """Holds against a real JetStream KV bucket: twenty concurrent holds of 100 tokens in a
 1,000-token day are granted exactly ten times (compare-and-set); the same step held again (a
-redelivery) is granted what it was, without a second hold; a request's count drops its hold;
+redelivery) is granted what it was, without a second hold; a step its request's hold covers
+writes nothing, one it does not replaces the hold; a request's count drops its hold;
 and a hold whose request died lapses after its time, giving its room back."""
 
 from __future__ import annotations
@@ -60,9 +61,12 @@ async def test_a_step_held_again_is_granted_the_same_and_a_count_drops_the_hold(
     assert await hold(kv, "day", "r1", ask("task:1", 600), LIMITS, "daily", 60) == 600
     assert await hold(kv, "day", "r1", ask("task:1", 600), LIMITS, "daily", 60) == 600
     assert (await stored(kv)).committed(time.time()) == (600, 0.0)
-    # Its next step replaces its hold: what it used (50) and the evaluation's 300.
+    # A next step its hold covers (50 used, 300 more) writes nothing; one it does not cover
+    # replaces the hold: what it used (50) and its 700.
     assert await hold(kv, "day", "r1", ask("evaluate:1", 300, 50), LIMITS, "daily", 60) == 300
-    assert (await stored(kv)).committed(time.time()) == (350, 0.0)
+    assert (await stored(kv)).held["r1"].step == "task:1"
+    assert await hold(kv, "day", "r1", ask("evaluate:1", 700, 50), LIMITS, "daily", 60) == 700
+    assert (await stored(kv)).committed(time.time()) == (750, 0.0)
     day, fresh = await Days(kv).charge("p", "r1", Usage.of_call("m", 40, 30), 0.0, key="day")
     assert fresh and day.held == {} and day.committed(time.time()) == (70, 0.0)
 

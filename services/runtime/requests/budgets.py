@@ -13,8 +13,12 @@ against its day and its session (holds.py), and the hold is settled when it is c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import random
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -40,6 +44,39 @@ PRICE_SOURCE = "OpenAI list prices (2025), per million tokens; SIDEKICK_PRICES o
 REMEMBERED = 5000  # request ids kept per principal-day against double counting
 NO_MAX_TOKENS = 4096  # a reply's maximum counted in advance where no max_tokens is sent
 Scope = Literal["daily", "session"]
+CAS_TRIES = 200  # compare-and-set tries on one key before giving up (many requests, one day)
+
+
+class KeyLocks:
+    """One lock per key, so that the writers of one key in this process take turns instead of
+    colliding (compare-and-set still decides between processes); a key's lock is dropped when
+    no one holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+TURNS = KeyLocks()
+
+
+async def backoff(attempt: int) -> None:
+    """A short random wait before compare-and-set try `attempt`, so that writers of one key
+    spread out rather than collide again."""
+    await asyncio.sleep(random.uniform(0, 0.001 * min(attempt, 20)))
 
 
 def prices(overrides: str) -> dict[str, tuple[float, float]]:
@@ -192,7 +229,15 @@ class Days:
         """Add one request's spend to its principal's day (or the day at `key`), once, and drop
         its hold; whether this call added it."""
         key = key or day_key(principal)
-        for _ in range(50):
+        async with TURNS.turn(key):
+            return await self._charge(key, request_id, usage, usd)
+
+    async def _charge(
+        self, key: str, request_id: str, usage: Usage, usd: float
+    ) -> tuple[Day, bool]:
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                await backoff(attempt)
             found, revision = await get_model(self.kv, key, Day)
             day = found or Day()
             if request_id in day.counted:

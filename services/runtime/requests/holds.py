@@ -16,7 +16,8 @@ structured reply's one repair call).
 
 So that a request let in can finish its attempt, a step also holds the rest of its attempt
 where that fits (`Ask.rest`): the decision holds the worker's call and the evaluation too, the
-worker's step the evaluation; each later hold replaces the request's earlier one.
+worker's step the evaluation; each later hold replaces the request's earlier one, and a step
+its request's hold already covers writes nothing.
 
 A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its allowance, less
 when less is left, but at least one call's maximum; what it was granted is what it may use
@@ -32,7 +33,15 @@ from dataclasses import dataclass
 from nats.js.kv import KeyValue
 
 from services.runtime.bus.kvstore import get_model, write_if
-from services.runtime.requests.budgets import Day, Hold, Limit, Scope
+from services.runtime.requests.budgets import (
+    CAS_TRIES,
+    TURNS,
+    Day,
+    Hold,
+    Limit,
+    Scope,
+    backoff,
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,22 @@ async def hold(
 ) -> int | Limit:
     """Hold `ask` at `key` (a day, or a session) under `limits`: the tokens granted to the step,
     or the limit it would pass. Taking the same step again (a redelivery) grants the same."""
-    for _ in range(50):
+    async with TURNS.turn(key):
+        return await _hold(kv, key, request_id, ask, limits, scope, ttl)
+
+
+async def _hold(
+    kv: KeyValue,
+    key: str,
+    request_id: str,
+    ask: Ask,
+    limits: tuple[int, float],
+    scope: Scope,
+    ttl: float,
+) -> int | Limit:
+    for attempt in range(CAS_TRIES):
+        if attempt:
+            await backoff(attempt)
         found, revision = await get_model(kv, key, Day)
         day = found or Day()
         mine = day.held.get(request_id)
@@ -68,6 +92,8 @@ async def hold(
         if request_id in day.counted:
             return ask.tokens  # counted already: it has ended, nothing more is sent for it
         now = time.time()
+        if mine is not None and mine.until > now and _covers(mine, ask):
+            return ask.tokens  # its hold (of its whole attempt) covers this step: no write
         tokens, usd = day.committed(now, besides=request_id)
         room = limits[0] - tokens - ask.used_tokens
         granted = min(ask.tokens + ask.rest, room)
@@ -86,6 +112,12 @@ async def hold(
         if await write_if(kv, key, day.model_copy(update={"held": held}), revision) is not None:
             return min(granted, ask.tokens)
     raise RuntimeError(f"could not hold a step of {request_id} (contention)")
+
+
+def _covers(mine: Hold, ask: Ask) -> bool:
+    tokens = ask.used_tokens + ask.tokens + ask.rest
+    usd = ask.used_usd + (ask.tokens + ask.rest) * ask.usd_per_token
+    return mine.tokens >= tokens and mine.usd >= round(usd, 6)
 
 
 def _refusal(
