@@ -252,6 +252,11 @@ class RequestCompleted(Event):
         default=None,
         description="The usage priced by the price table (USD; see the README's Budgets).",
     )
+    usage_estimated: bool = Field(
+        default=False,
+        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
+        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
+    )
     trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 
 

@@ -39,7 +39,7 @@ def one_call(
         yield sys_
 
 
-async def test_a_research_workflow_whose_budget_runs_out_after_the_plan_ends_partial_with_its_sources(
+async def test_a_research_workflow_out_of_budget_after_its_plan_ends_partial_with_sources(
     one_call: System, fake_llm: FakeOpenAI
 ) -> None:
     async with api(one_call.http_url, "ivan") as http:
