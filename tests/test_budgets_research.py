@@ -80,3 +80,7 @@ async def test_research_stops_at_a_tokens_budget_before_the_call_that_would_pass
     assert not nothing.success and nothing.output == "" and nothing.usage.calls == 0
     assert nothing.budget_stop == "model calls budget (0 of the 0 left to this request)"
     assert len(fake_llm.chat_calls("fake-worker")) == 1
+    # On a retry the earlier answer is the best so far, not this attempt's list of sources.
+    retry = by_tokens.model_copy(update={"attempt": 2, "previous_output": "An earlier answer."})
+    after = await research(fake_llm, fake_brave).run(retry)
+    assert after.budget_stop is not None and not after.success and after.output == ""

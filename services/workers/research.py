@@ -100,9 +100,10 @@ def stopped(
     task: WorkerTask, stop: str, usage: Usage, sources: list[Source] | None = None
 ) -> WorkerResult:
     """The research as far as it got when the budget ran out before its next model call: the
-    sources found (the best it has), or nothing; `budget_stop` names the limit."""
+    sources found, or nothing (also on a retry: an earlier attempt's answer beats a list of
+    sources); `budget_stop` names the limit."""
     error = f"stopped before its next model call: the request's {stop} is spent."
-    if not sources:
+    if not sources or task.previous_output:
         return result_for(task, success=False, error=error, usage=usage, budget_stop=stop)
     output = (
         "The research stopped before its answer was written. The sources it found:\n\n"
