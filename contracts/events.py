@@ -130,14 +130,17 @@ class WorkerResult(Event):
         default=None,
         description="The dispatch_token of the message this answers (proof it was asked).",
     )
-    budget_note: str | None = Field(
-        default=None,
-        description="Set when a budget stopped the worker: the limit, named for the user.",
-    )
     approval: ApprovalAsk | None = Field(
         default=None,
         description="An action the worker may not take without a person's approval; the "
         "request is parked until it is approved or declined.",
+    )
+    budget_stop: str | None = Field(
+        default=None,
+        description="The limit of the task's budget that stopped the worker before its next "
+        "model call (e.g. 'model calls budget (2 of the 2 left to this request)'); the "
+        "request ends partial with its best answer (this output, when `success`) and a note "
+        "naming it.",
     )
 
 
@@ -251,6 +254,11 @@ class RequestCompleted(Event):
     cost_usd: float | None = Field(
         default=None,
         description="The usage priced by the price table (USD; see the README's Budgets).",
+    )
+    usage_estimated: bool = Field(
+        default=False,
+        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
+        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
     )
     trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 

@@ -183,7 +183,7 @@ async def test_a_call_whose_maximum_could_pass_the_token_budget_is_not_made(
     assert "the request's tokens budget (0 of the 10 left to this request, and the next call " in (
         none.error or ""
     )
-    assert none.budget_note and "tokens budget" in none.budget_note
+    assert none.budget_stop and none.budget_stop.startswith("tokens budget (0 of the 10 left")
     assert not fake_llm.chat_calls(MODEL)
     one = tiny.model_copy(update={"budget": TaskBudget(tokens=10**6, calls=1)})
     await tools.run(one)
@@ -221,9 +221,7 @@ async def test_the_tool_call_limit_stops_the_tools_and_the_model_answers_with_wh
     result = await worker(fake_llm, tmp_path, tools_max_steps=10).run(limited)
     assert result.success and result.output == "Two listings so far: no files."
     assert result.usage.tool_calls == 3  # the fourth call asked for was not run
-    assert result.budget_note == (
-        "Note: this request stopped at its tool calls budget (3 of the 3 left to this request)."
-    )
+    assert result.budget_stop == "tool calls budget (3 of the 3 left to this request)"
     first, second, last = fake_llm.chat_calls(MODEL)
     assert "tools" in first and "tools" in second and "tools" not in last
     refused = tool_messages(last)[-1]

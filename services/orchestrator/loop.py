@@ -125,18 +125,23 @@ def _fail(
     )
 
 
-def on_result(state: LoopState, result: WorkerResult, approval_ttl: float = 3600) -> LoopState:
+def on_result(
+    state: LoopState,
+    result: WorkerResult,
+    approval_ttl: float = 3600,
+    operators: tuple[str, ...] = (),
+) -> LoopState:
     cur = state.current
     if state.status != "working" or cur is None or cur.n != result.attempt or cur.result:
         return state  # stale or duplicate
     attempts = [*state.attempts[:-1], cur.model_copy(update={"result": result})]
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + result.usage})
-    if result.budget_note:  # the worker stopped at a limit: no more steps
-        return out_of_budget(state, result.budget_note)
     if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
         return _park(state, result.clarification_questions)
     if result.approval is not None:
-        return approvals.park(state, result.approval, cur.n, approval_ttl)
+        return approvals.park(state, result.approval, cur.n, approval_ttl, operators)
+    if result.budget_stop is not None:  # the worker stopped itself before a call past it
+        return out_of_budget(state, f"Note: this request stopped at its {result.budget_stop}.")
     if not result.success:
         if result.retryable and cur.n < state.max_attempts:
             return _next_attempt(state)

@@ -1,4 +1,6 @@
-from contracts import WORKER_DESCRIPTIONS
+from contracts import WORKER_DESCRIPTIONS, RequestRouted
+from services.runtime.llm.prompts import conversation
+from services.runtime.llm.types import Messages
 
 SYSTEM = """You are Sidekick's orchestrator. Choose the one worker that should do the user's \
 request, write a self-contained task description, give the worker its named parameters (for \
@@ -20,3 +22,9 @@ def request_text(message: str, reason: str, criteria: str | None) -> str:
     if criteria:
         text += f"\n\nThe user's success criteria (use them as given):\n{criteria}"
     return text
+
+
+def decision_messages(req: RequestRouted, kinds: list[str]) -> Messages:
+    """The decision's call: the system prompt, the session's recent turns, the request."""
+    text = request_text(req.message, req.reason, req.success_criteria)
+    return conversation(system_prompt(kinds), req.history, text)

@@ -24,6 +24,8 @@ from contracts import Usage
 from contracts.events import TaskBudget
 from services.runtime.llm import ChatReply
 from services.runtime.requests.budgets import prompt_estimate
+from services.workers.spend import over as _over
+from services.workers.spend import tools_over
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 
 ANSWER_NOW = "Answer the user now with what you have; no more tools can run."
@@ -102,7 +104,7 @@ async def run_tool_loop(
             return outcome
         conversation.append(reply.as_param())
         for tool_call in reply.tool_calls:
-            outcome.tool_limit = outcome.tool_limit or _no_tool_calls(budget, outcome.usage)
+            outcome.tool_limit = outcome.tool_limit or tools_over(budget, outcome.usage)
             if outcome.tool_limit is not None:
                 not_run = f"Not run: this request's {outcome.tool_limit} is spent. {ANSWER_NOW}"
                 conversation.append(
@@ -122,21 +124,3 @@ async def run_tool_loop(
         if outcome.tool_limit is not None:
             definitions = []  # the next turn answers with what it has
     return outcome
-
-
-def _over(budget: TaskBudget | None, used: Usage, ahead: int = 0) -> str | None:
-    if budget is None:
-        return None
-    if used.calls >= budget.calls:
-        return f"model calls budget ({used.calls} of the {budget.calls} left to this request)"
-    spent = used.input_tokens + used.output_tokens
-    if spent >= budget.tokens or spent + ahead > budget.tokens:
-        could = f", and the next call could take {ahead} more" if ahead else ""
-        return f"tokens budget ({spent} of the {budget.tokens} left to this request{could})"
-    return None
-
-
-def _no_tool_calls(budget: TaskBudget | None, used: Usage) -> str | None:
-    if budget is None or budget.tool_calls is None or used.tool_calls < budget.tool_calls:
-        return None
-    return f"tool calls budget ({used.tool_calls} of the {budget.tool_calls} left to this request)"

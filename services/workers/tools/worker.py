@@ -169,7 +169,7 @@ class ToolsWorker:
                 error=error,
                 usage=outcome.usage,
                 sources=run.sources,
-                budget_note=f"Note: this request stopped at its {outcome.over_budget}.",
+                budget_stop=outcome.over_budget,
             )
         if not outcome.finished:
             error = (
@@ -189,12 +189,11 @@ class ToolsWorker:
                 usage=outcome.usage,
                 sources=run.sources,
             )
-        stopped = outcome.tool_limit and f"Note: this request stopped at its {outcome.tool_limit}."
         return result_for(
             task,
             success=True,
             output=outcome.answer,
             usage=outcome.usage,
             sources=run.sources,
-            budget_note=stopped or None,
+            budget_stop=outcome.tool_limit,
         )

@@ -4,7 +4,8 @@ test gives each role its own model (`fake-frontline`, `fake-worker`, ...) and de
 
 Like the servers people run, it can lack features (`refuse`: "json_schema", "tools",
 "json_object" answer 400 naming the parameter, as vLLM, llama.cpp or Ollama do), wrap JSON
-replies in prose or a code fence (`wrap`: "prose", "fence"), and require a key (`api_key`).
+replies in prose or a code fence (`wrap`: "prose", "fence"), require a key (`api_key`), and
+report no usage (`no_usage`: no `usage` object, no usage chunk when streamed).
 A structured request asked for as a forced function call (`tool_choice`) gets the script's
 JSON back as that function's arguments.
 
@@ -180,6 +181,7 @@ class FakeOpenAI(FakeServer):
         self.refuse: set[str] = set()
         self.wrap: str | None = None
         self.api_key: str | None = None
+        self.no_usage = False
         self.embedding_models = ["text-embedding-3-small"]
         # The usage each chat reply reports (prompt, completion tokens), from its request.
         self.usage_of: Callable[[dict[str, Any]], tuple[int, int]] = lambda body: (11, 7)
@@ -271,7 +273,13 @@ class FakeOpenAI(FakeServer):
                 reply.headers,
             )
         given, taken = self.usage_of(body)
-        usage = {"prompt_tokens": given, "completion_tokens": taken, "total_tokens": given + taken}
+        usage: dict[str, int] | None = {
+            "prompt_tokens": given,
+            "completion_tokens": taken,
+            "total_tokens": given + taken,
+        }
+        if self.no_usage:
+            usage = None
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         finish_reason = "stop"
         if reply.tool_calls:
@@ -291,7 +299,7 @@ class FakeOpenAI(FakeServer):
                 "created": int(time.time()),
                 "model": model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-                "usage": usage,
+                **({"usage": usage} if usage is not None else {}),
             },
         )
 
