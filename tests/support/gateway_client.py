@@ -49,6 +49,15 @@ PRINCIPALS = (
     "lou",
     "max",
     "nia",
+    # tests/test_tool_approvals.py
+    "otto",
+    "paula",
+    "ruth",
+    "sam",
+    "tess",
+    "vera",
+    "wade",
+    "yara",
 )
 
 

@@ -1,6 +1,9 @@
 """The tool loop as plain logic: ask the model, run the tools it calls, hand back the results,
 until it answers or the step budget is spent.
 
+Each tool call goes through `guard` (the operator's approval policy): it may run, be refused
+(a tool result says why), or stop the loop to ask a person, with nothing run.
+
 Before each model call the request's budget (the task's `budget`) is checked: once it is
 spent the loop stops without the call and says which limit.
 
@@ -18,13 +21,21 @@ from typing import Any
 from openai.types.chat import ChatCompletionMessageParam
 
 from contracts import Usage
+from contracts.approvals import ApprovalAsk
 from contracts.events import TaskBudget
 from services.runtime.llm import ChatReply
-from services.workers.tools.toolbox import Call, RunContext, ToolBox
+from services.workers.tools.toolbox import Call, Outcome, RunContext, ToolBox
 
 ChatFn = Callable[[list[ChatCompletionMessageParam], list[dict[str, Any]]], Awaitable[ChatReply]]
+# Runs one call in the toolbox's place (the approval gate, tools/approvals.py): its outcome,
+# or an ApprovalAsk when it may not run without a person's approval (then the loop stops).
+Guard = Callable[[ToolBox, str, str, Call], Awaitable[Outcome | ApprovalAsk]]
 # Told of each call after it ran: (call id, tool, arguments as JSON text, result, ok).
 CallSeen = Callable[[str, str, str, str, bool], Awaitable[None]]
+
+
+async def _unguarded(toolbox: ToolBox, name: str, arguments: str, call: Call) -> Outcome:
+    return await toolbox.call(name, arguments, call)
 
 
 async def _unseen(call_id: str, tool: str, arguments: str, result: str, ok: bool) -> None:
@@ -46,6 +57,7 @@ class LoopOutcome:
     calls: list[CallRecord] = field(default_factory=list)
     wanted: list[str] = field(default_factory=list)  # tools still asked for when it stopped
     over_budget: str | None = None  # the limit that stopped it before its next model call
+    approval: ApprovalAsk | None = None  # the call that stopped it to ask a person first
 
     @property
     def finished(self) -> bool:
@@ -75,6 +87,7 @@ async def run_tool_loop(
     max_steps: int,
     budget: TaskBudget | None = None,
     seen: CallSeen = _unseen,
+    guard: Guard = _unguarded,
 ) -> LoopOutcome:
     conversation = list(messages)
     outcome = LoopOutcome(answer=None, steps=0)
@@ -94,9 +107,12 @@ async def run_tool_loop(
             return outcome
         conversation.append(reply.as_param())
         for tool_call in reply.tool_calls:
-            result = await toolbox.call(
-                tool_call.name, tool_call.arguments, Call(run, tool_call.id)
+            result = await guard(
+                toolbox, tool_call.name, tool_call.arguments, Call(run, tool_call.id)
             )
+            if isinstance(result, ApprovalAsk):  # nothing ran; the request parks on it
+                outcome.approval = result
+                return outcome
             outcome.calls.append(CallRecord(step, tool_call.name, result.ok))
             await seen(tool_call.id, tool_call.name, tool_call.arguments, result.content, result.ok)
             # Tool output is data in a tool message, never part of a system prompt.
