@@ -12,7 +12,8 @@ import pytest
 
 from services.gateway.approving import verdict_of
 from services.gateway.errors import Invalid
-from services.workers.policy import Policy, PolicyError
+from services.workers.policy import Policy, PolicyError, Ruling
+from services.workers.tools.approvals import host_of, shown_arguments
 
 pytestmark = pytest.mark.fast
 
@@ -101,3 +102,46 @@ def test_words_that_decline(words: str) -> None:
 def test_anything_else_decides_nothing_and_says_how_to_answer(words: str) -> None:
     with pytest.raises(Invalid, match="answer yes to approve it, or no to decline"):
         verdict_of(words)
+
+
+def test_a_tool_action_is_ruled_by_its_first_matching_rule_and_the_reason_names_it() -> None:
+    policy = Policy.configured("github__create_*=ask;github__*=deny", None)
+    asked = policy.ruling("github__create_issue")
+    assert asked.decision == "ask"
+    assert asked.reason == (
+        "the variable approval policy says ask for github__create_issue (rule 'github__create_*')"
+    )
+    assert policy.ruling("github__delete_repo").decision == "deny"
+    assert policy.ruling("python_run") == Ruling(
+        "allow", "the default approval policy says allow for python_run"
+    )
+    assert policy.ruling("notify").decision == "ask"
+    assert policy.ruling("browser.new_domain").decision == "allow"
+
+
+def test_a_tool_calls_arguments_show_as_text_and_no_two_different_calls_show_alike() -> None:
+    calls = [
+        {"n": 1},
+        {"n": "1"},
+        {"n": '"1"'},
+        {"n": True},
+        {"n": "true"},
+        {"n": None},
+        {"n": "null"},
+        {"n": [1, 2]},
+        {"n": "[1, 2]"},
+        {"n": {"b": 1, "a": 2}},
+    ]
+    shown = [shown_arguments(json.dumps(c)) for c in calls]
+    assert len({json.dumps(s, sort_keys=True) for s in shown}) == len(calls)
+    assert shown_arguments('{"message": "Lunch at 1", "n": 2}') == {
+        "message": "Lunch at 1",
+        "n": "2",
+    }
+    assert shown[-1] == {"n": '{"a": 2, "b": 1}'}  # key order never changes the digest
+
+
+def test_a_browser_host_is_counted_without_port_case_trailing_dot_or_www() -> None:
+    assert host_of("https://WWW.Example.org.:8443/a?b") == "example.org"
+    assert host_of("http://example.org/") == host_of("https://www.example.org/x")
+    assert host_of("not a url") is None
