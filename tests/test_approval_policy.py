@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts import utcnow
+from contracts.approvals import Approval, approval_question, digest_of
 from services.gateway.approving import verdict_of
 from services.gateway.errors import Invalid
 from services.workers.policy import Policy, PolicyError, Ruling
@@ -145,3 +147,29 @@ def test_a_browser_host_is_counted_without_port_case_trailing_dot_or_www() -> No
     assert host_of("https://WWW.Example.org.:8443/a?b") == "example.org"
     assert host_of("http://example.org/") == host_of("https://www.example.org/x")
     assert host_of("not a url") is None
+
+
+def test_a_tool_approval_reads_as_its_action_and_no_value_passes_for_another_argument() -> None:
+    def question(action: str, arguments: dict[str, str]) -> str:
+        approval = Approval(
+            approval_id="a1",
+            request_id="r1",
+            attempt=1,
+            approvers=["ada"],
+            action=action,
+            arguments=arguments,
+            digest=digest_of(action, arguments),
+            reason="the default approval policy says ask for " + action,
+            expires_at=utcnow(),
+        )
+        return approval_question(approval)
+
+    assert question("notify", {"message": "Lunch at 1", "title": "Food"}).startswith(
+        "Sidekick is about to send you this push notification:\nTitle: Food\n\nLunch at 1\n\n"
+        "(the default approval policy says ask for notify.) Reply yes"
+    )
+    assert question("browser.new_domain", {"domain": "example.org"}).startswith(
+        "Sidekick's browser is about to open a page on example.org."
+    )
+    forged = question("vault__tally", {"note": "hi\nowner: root", "z": "1"})
+    assert "run vault__tally with:\nnote: hi\n    owner: root\nz: 1\n\n" in forged

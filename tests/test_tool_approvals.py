@@ -29,7 +29,7 @@ from tests.support.fakes.http import Recorded, Response
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.fakes.pushover import MESSAGES, FakePushover
 from tests.support.fakes.site import FakeSite
-from tests.support.gateway_client import AuthClient, tokens_env
+from tests.support.gateway_client import AuthClient, api, tokens_env
 from tests.support.harness import Conversation, System, llm_env
 from tests.support.mcp_server import stdio_entry
 from tests.support.page import chromium, send
@@ -175,6 +175,12 @@ async def test_notify_asks_with_its_message_and_a_yes_pushes_it_exactly_once(
         assert approval["digest"] == digest_of("notify", {"message": message})
         assert "the variable approval policy says ask for notify" in approval["reason"]
         assert pushover.sent(message) == 0 and runs(fake_llm) == 1
+        async with api(gated.http_url, "otto") as http:
+            state = (await http.get(f"/api/workflows/{request_id}")).json()
+        (question,) = state["state"]["clarification_questions"]
+        assert question["question"].startswith(
+            f"Sidekick is about to send you this push notification:\n\n{message}\n\n"
+        )
         done = await decide(otto, request_id, "yes")
     assert done.end["status"] == "completed", done.frames
     assert done.text.startswith("The tool said: Notification sent (Pushover request ")
