@@ -110,14 +110,14 @@ class ToolGate:
         policy: Policy,
         task: WorkerTask,
         *,
-        approvals: KeyValue,
-        ledger: KeyValue,
+        approvals: Callable[[], KeyValue],
+        ledger: Callable[[], KeyValue],
         mcp_names: frozenset[str],
         time_limit: Callable[[str], float],
     ) -> None:
         self.policy = policy
         self.task = task
-        self.approvals = Approvals(approvals)
+        self.approvals = approvals  # the buckets, looked up only when a call needs them
         self.ledger = ledger
         self.mcp_names = mcp_names
         self.time_limit = time_limit  # seconds a call of the action may take
@@ -203,7 +203,7 @@ class ToolGate:
 
     async def _load(self, key: str) -> Approval | None:
         if key not in self._found:
-            versioned = await self.approvals.load(key)
+            versioned = await Approvals(self.approvals()).load(key)
             approval = versioned.value if versioned is not None else None
             if approval is not None and (
                 approval.request_id != self.task.request_id or approval.state == "pending"
@@ -226,7 +226,7 @@ class ToolGate:
         if approval.action == NEW_DOMAIN:
             return await self._run(toolbox, name, arguments, call)
         key = f"{approval.action}.approved.{approval.approval_id}"
-        ledger = Ledger(self.ledger, stale_after=self.time_limit(approval.action) + CLAIM_MARGIN)
+        ledger = Ledger(self.ledger(), stale_after=self.time_limit(approval.action) + CLAIM_MARGIN)
         try:
             prior = await ledger.claim(key)
         except nats.errors.Error as exc:

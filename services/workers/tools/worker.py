@@ -99,8 +99,8 @@ class ToolsWorker:
         return ToolGate(
             self.policy,
             task,
-            approvals=self.bus.kv.approvals,
-            ledger=self.bus.kv.ledger,
+            approvals=lambda: self.bus.kv.approvals,
+            ledger=lambda: self.bus.kv.ledger,
             mcp_names=frozenset(n for n in toolbox.names if n not in builtin),
             time_limit=lambda action: min(
                 CALL_TIMEOUT, limits.get(action, self.settings.mcp_call_timeout)
