@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, Field
 from contracts.base import Model, utcnow
 
 PolicyDecision = Literal["allow", "ask", "deny"]
+Approver = Literal["principal", "operator"]
 ApprovalState = Literal["pending", "approved", "denied", "expired"]
 
 
@@ -31,6 +32,11 @@ class ApprovalAsk(Model):
     arguments: dict[str, str] = Field(description="Its arguments, exactly as they will run.")
     digest: str = Field(description="sha256 of the action and arguments (canonical JSON).")
     reason: str = Field(description="Why the policy asks (shown to the person).")
+    approver: Approver = Field(
+        default="principal",
+        description="Who may decide: 'principal' (the request's principal, or an operator "
+        "named in SIDEKICK_APPROVERS) or 'operator' (only those operators).",
+    )
 
 
 class ApprovalDecision(Model):
@@ -49,6 +55,11 @@ class Approval(Model):
     request_id: str = Field(description="The request that asked.")
     attempt: int = Field(ge=1, description="The attempt whose worker asked.")
     approvers: list[str] = Field(description="Principals who may decide.")
+    approver: Approver = Field(
+        default="principal",
+        description="The role that may decide: the request's principal (and operators), or "
+        "operators only.",
+    )
     action: str = Field(description="The action, e.g. 'email.send'.")
     arguments: dict[str, str] = Field(description="Its arguments, exactly as they will run.")
     digest: str = Field(description="sha256 of the action and arguments (canonical JSON).")
@@ -86,6 +97,11 @@ def approval_question(approval: Approval) -> str:
     else:  # an MCP server's tool, `<server>__<tool>`, or an action yet to come
         shown = "\n".join(f"{k}: {_indented(v)}" for k, v in sorted(args.items()))
         what = f"Sidekick is about to run {approval.action} with:\n{shown or '(no arguments)'}"
+    if approval.approver == "operator":
+        return (
+            f"{what}\n\n({approval.reason}.) An operator must approve it "
+            f"(approval {approval.approval_id}); this request waits for their decision."
+        )
     return f"{what}\n\n({approval.reason}.) Reply yes to approve it, or no to decline."
 
 

@@ -256,3 +256,24 @@ class SessionSummary(Model):
 
 class SessionList(HttpBody):
     sessions: list[SessionSummary] = Field(description="The caller's conversations, newest first.")
+
+
+# --- operators' approvals ----------------------------------------------------------------
+
+
+class ApprovalList(HttpBody):
+    approvals: list[ActionApproval] = Field(
+        description="Pending approvals the caller may decide, oldest first."
+    )
+
+
+class DecideApproval(Body):
+    decision: StrictStr = Field(
+        description="'approve' or 'deny' (or yes/no and the seed's approval words)."
+    )
+
+
+class ApprovalDecided(HttpBody):
+    approval: ActionApproval = Field(description="The approval, with the decision recorded.")
+    request_id: str = Field(description="The request it belongs to.")
+    status: str = Field(description="The request's status after the decision.")

@@ -84,6 +84,20 @@ OPERATIONS: tuple[Operation, ...] = (
         tag="preferences",
     ),
     remove("/api/preferences/{key}", "Remove a preference", tag="preferences"),
+    read(
+        "/api/approvals",
+        "Pending approvals the caller may decide (an operator's queue)",
+        http.ApprovalList,
+        tag="approvals",
+    ),
+    Operation(
+        "post",
+        "/api/approvals/{approval_id}",
+        "Decide one approval (approve or deny); the first decision stands",
+        http.DecideApproval,
+        {200: http.ApprovalDecided, 409: http.ErrorResponse, **ERRORS},
+        tag="approvals",
+    ),
     read("/api/sessions", "The caller's chat conversations", http.SessionList, tag="page"),
     read(
         "/api/sessions/{uuid}/history", "One conversation's turns", http.SessionHistory, tag="page"

@@ -85,6 +85,23 @@ def test_a_policy_that_cannot_be_read_is_refused_with_the_reason(
     assert says in str(caught.value)
 
 
+def test_a_rule_may_leave_an_action_to_operators_and_needs_one_named(tmp_path: Path) -> None:
+    path = tmp_path / "policy.json"
+    path.write_text(
+        json.dumps({"rules": [{"action": "notify", "decision": "ask", "approver": "operator"}]})
+    )
+    policy = Policy.configured("email.send=allow;email.send:approver=operator", str(path), ("ops",))
+    assert policy.rule_for("email.send").approver == "operator"
+    assert policy.rule_for("notify").approver == "operator"
+    assert policy.rule_for("python_run").approver == "principal"
+    assert policy.email(["eve@evil.example"], "").approver == "operator"
+    # Left to operators, with none named: refused at start, never decided by the principal.
+    with pytest.raises(PolicyError, match="SIDEKICK_APPROVERS names none"):
+        Policy.configured("", str(path))
+    with pytest.raises(PolicyError, match="approver 'admin' is not one of principal, operator"):
+        Policy.configured("notify:approver=admin", None, ("ops",))
+
+
 def test_a_missing_policy_file_is_refused() -> None:
     with pytest.raises(PolicyError, match="SIDEKICK_APPROVAL_POLICY /no/such/file"):
         Policy.configured("", "/no/such/file")
@@ -119,6 +136,8 @@ def test_a_tool_action_is_ruled_by_its_first_matching_rule_and_the_reason_names_
     )
     assert policy.ruling("notify").decision == "ask"
     assert policy.ruling("browser.new_domain").decision == "allow"
+    ops = Policy.configured("vault__*=ask;vault__*:approver=operator", None, ("ops",))
+    assert ops.ruling("vault__tally").approver == "operator"
 
 
 def test_a_tool_calls_arguments_show_as_text_and_no_two_different_calls_show_alike() -> None:

@@ -21,6 +21,7 @@ from contracts import OUTCOMES, Progress, parse_event
 from services.gateway.a2a.rpc import A2AApi
 from services.gateway.agui.endpoint import AgUiApi
 from services.gateway.api import PageApi, cors, guarded, meta_routes
+from services.gateway.approvals_api import ApprovalsApi
 from services.gateway.auth import Auth, AuthConfigError
 from services.gateway.catchup import CatchUp
 from services.gateway.deliveries import Deliveries
@@ -129,6 +130,7 @@ def build(settings: Settings) -> ServiceHost:
         Route("/api/sessions/{uuid}/history", guarded(auth, pages.history)),
         Route("/api/outbox", guarded(auth, pages.outbox), methods=["GET"]),
         *Workflows(bus, hub, intake, auth, preferences).routes(),
+        *ApprovalsApi(bus, intake, auth).routes(),
         *PreferencesApi(preferences, auth).routes(),
         *meta_routes(bus),
         *OpenAIApi(hub, intake, auth).routes(),

@@ -84,6 +84,10 @@ async def decide(
     try:
         decided = await store.decide(approval.approval_id, principal, verdict)
     except NotAnApprover as exc:
+        if approval.approver == "operator":
+            raise Conflict(
+                f"Approval {approval.approval_id} is decided by an operator, not by you."
+            ) from exc
         raise Conflict(f"You may not decide approval {approval.approval_id}.") from exc
     except ApprovalClosed as exc:
         last = exc.current.decisions[-1] if exc.current.decisions else None

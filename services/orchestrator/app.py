@@ -60,7 +60,7 @@ def build(settings: Settings) -> ServiceHost:
 
     async def ready() -> None:
         await cache.start()
-        parking.start(await bus.bucket("parked"), orch.on_parked_timeout)
+        parking.start(await bus.bucket("parked"), orch.on_parked_timeout, orch.on_parked_waiting)
 
     async def stop() -> None:
         await parking.stop()

@@ -13,7 +13,11 @@ from services.orchestrator.state import MAX_APPROVAL_ROUNDS, Attempt, LoopState
 from services.runtime.requests.approvals import approval_id
 
 
-def park(state: LoopState, ask: ApprovalAsk, attempt: int, ttl: float) -> LoopState:
+def park(
+    state: LoopState, ask: ApprovalAsk, attempt: int, ttl: float, operators: tuple[str, ...] = ()
+) -> LoopState:
+    """Park the request on a new approval. Its principal may decide it (and so may the
+    operators named in SIDEKICK_APPROVERS), unless the policy leaves it to operators only."""
     req = state.request
     if len(state.approvals) >= MAX_APPROVAL_ROUNDS:
         failure = RequestFailed(
@@ -28,7 +32,8 @@ def park(state: LoopState, ask: ApprovalAsk, attempt: int, ttl: float) -> LoopSt
         approval_id=approval_id(req.request_id, attempt, ask.digest),
         request_id=req.request_id,
         attempt=attempt,
-        approvers=[req.principal],
+        approvers=approvers_of(req.principal, ask, operators),
+        approver=ask.approver,
         action=ask.action,
         arguments=ask.arguments,
         digest=ask.digest,
@@ -36,6 +41,12 @@ def park(state: LoopState, ask: ApprovalAsk, attempt: int, ttl: float) -> LoopSt
         expires_at=utcnow() + timedelta(seconds=ttl),
     )
     return state.model_copy(update={"status": "awaiting_approval", "approval": approval})
+
+
+def approvers_of(principal: str, ask: ApprovalAsk, operators: tuple[str, ...]) -> list[str]:
+    if ask.approver == "operator":
+        return list(operators)
+    return list(dict.fromkeys([principal, *operators]))
 
 
 def decided(state: LoopState, approval: Approval) -> LoopState:

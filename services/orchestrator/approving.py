@@ -8,7 +8,7 @@ import logging
 
 from opentelemetry import trace
 
-from contracts import ClarificationAnswered
+from contracts import ClarificationAnswered, utcnow
 from contracts.approvals import Approval
 from services.runtime.bus.core import Bus
 from services.runtime.requests.approvals import ApprovalClosed, Approvals
@@ -54,4 +54,24 @@ async def load_decided(bus: Bus, event: ClarificationAnswered) -> Approval | Non
     if found is None:
         log.warning("request %s: no approval %s", event.request_id, event.approval_id)
         return None
+    return found.value
+
+
+async def decided_unpassed(bus: Bus, approval_id: str, grace: float) -> Approval | None:
+    """The approval a parked request waits on, when a person decided it over `grace` seconds
+    ago and the request is still parked: the gateway recorded the decision but stopped before
+    passing it on. None while it is pending (or was decided just now: it is on its way)."""
+    found = await Approvals(bus.kv.approvals).load(approval_id)
+    if found is None or found.value.state == "pending" or not found.value.decisions:
+        return None
+    last = found.value.decisions[-1]
+    if (utcnow() - last.at).total_seconds() < grace:
+        return None
+    log.info(
+        "request %s: approval %s was %s by %s but not passed on; resuming it",
+        found.value.request_id,
+        approval_id,
+        last.decision,
+        last.by,
+    )
     return found.value

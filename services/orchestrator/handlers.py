@@ -26,8 +26,9 @@ from contracts import (
     WorkerResult,
     parse_event,
 )
+from contracts.approvals import Approval
 from services.orchestrator import approvals, authentic, loop, prompts
-from services.orchestrator.approving import expire, load_decided, open_approval
+from services.orchestrator.approving import decided_unpassed, expire, load_decided, open_approval
 from services.orchestrator.budgeting import Budgets
 from services.orchestrator.cache import SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
@@ -35,10 +36,7 @@ from services.orchestrator.parking import ParkingLot
 from services.orchestrator.store import Store
 from services.orchestrator.tracing import in_attempt, observe, write_attempt_span
 from services.runtime.base.errors import MODEL_ERRORS
-from services.runtime.base.metrics import (
-    CANCELLATIONS,
-    CLARIFICATIONS,
-)
+from services.runtime.base.metrics import CANCELLATIONS, CLARIFICATIONS
 from services.runtime.base.telemetry import current_ids
 from services.runtime.bus.core import Bus, redelivered
 from services.runtime.llm import LLMClient
@@ -95,11 +93,15 @@ class Orchestrator:
 
     async def on_result(self, result: WorkerResult) -> None:
         no: list[str] = []  # why it was refused, if it was
-        ttl = self.bus.settings.approval_timeout
+        ttl, operators = self.bus.settings.approval_timeout, self.bus.settings.operators
         state = await self.store.update(
             result.request_id,
             lambda s: authentic.checked(
-                s, result, authentic.refuse_result, lambda t, r: loop.on_result(t, r, ttl), no
+                s,
+                result,
+                authentic.refuse_result,
+                lambda t, r: loop.on_result(t, r, ttl, operators),
+                no,
             ),
         )
         if no:
@@ -134,11 +136,7 @@ class Orchestrator:
         if event.approval_id is not None:
             decided = await load_decided(self.bus, event)
             if decided is not None:
-                state = await self.store.update(
-                    event.request_id, lambda s: approvals.decided(s, decided)
-                )
-                await self.parking.release(event.request_id)
-                await self._advance(state)
+                await self._resume(event.request_id, decided)
             return
         state = await self.store.update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
@@ -164,13 +162,24 @@ class Orchestrator:
         state = await self.store.update(event.request_id, lambda s: loop.cancelled(s, event.reason))
         await self._advance(state)
 
+    async def on_parked_waiting(self, request_id: str, approval_id: str) -> None:
+        """A request parked on an approval: resume it if the decision was recorded but never
+        passed on (checked on each sweep)."""
+        decided = await decided_unpassed(self.bus, approval_id, self.parking.interval)
+        if decided is not None:
+            await self._resume(request_id, decided)
+
+    async def _resume(self, request_id: str, decided: Approval) -> None:
+        state = await self.store.update(request_id, lambda s: approvals.decided(s, decided))
+        await self.parking.release(request_id)
+        await self._advance(state)
+
     async def on_parked_timeout(self, request_id: str) -> None:
         waiting = await self.store.load(request_id)
         if waiting is not None and waiting.approval is not None:
             expired = await expire(self.bus, waiting.approval)
             if expired.state == "expired":  # else a person's decision won and resumes it
-                state = await self.store.update(request_id, lambda s: approvals.decided(s, expired))
-                await self._advance(state)
+                await self._resume(request_id, expired)
             return
         timeout = self.bus.settings.clarification_timeout
         error = (
@@ -329,7 +338,9 @@ class Orchestrator:
         event = message.event
         if event.kind == "request.clarification" and event.approval is not None:
             await open_approval(self.bus, event.approval)
-            await self.parking.park(event.request_id, self.bus.settings.approval_timeout)
+            await self.parking.park(
+                event.request_id, self.bus.settings.approval_timeout, event.approval.approval_id
+            )
         elif event.kind == "request.clarification":
             CLARIFICATIONS.labels(event.source).inc()
             await self.parking.park(event.request_id, self.bus.settings.clarification_timeout)

@@ -125,7 +125,12 @@ def _fail(
     )
 
 
-def on_result(state: LoopState, result: WorkerResult, approval_ttl: float = 3600) -> LoopState:
+def on_result(
+    state: LoopState,
+    result: WorkerResult,
+    approval_ttl: float = 3600,
+    operators: tuple[str, ...] = (),
+) -> LoopState:
     cur = state.current
     if state.status != "working" or cur is None or cur.n != result.attempt or cur.result:
         return state  # stale or duplicate
@@ -134,7 +139,7 @@ def on_result(state: LoopState, result: WorkerResult, approval_ttl: float = 3600
     if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
         return _park(state, result.clarification_questions)
     if result.approval is not None:
-        return approvals.park(state, result.approval, cur.n, approval_ttl)
+        return approvals.park(state, result.approval, cur.n, approval_ttl, operators)
     if not result.success:
         if result.retryable and cur.n < state.max_attempts:
             return _next_attempt(state)

@@ -140,7 +140,9 @@ class EmailWorker:
         self.bus = deps.bus
         self.llm = deps.llm
         self.settings = settings or WorkerSettings()
-        self.policy = Policy.configured(self.settings.approvals, self.settings.approval_policy)
+        self.policy = Policy.configured(
+            self.settings.approvals, self.settings.approval_policy, deps.bus.settings.operators
+        )
         self.sendgrid: sendgrid.SendGridAPIClient | None = None
         if self.settings.sendgrid_configured:
             self.sendgrid = sendgrid.SendGridAPIClient(
@@ -185,7 +187,7 @@ class EmailWorker:
                 ruling = self.policy.email(recipients, written_by_user(task))
                 if approved is not None:
                     reason = "the email changed after it was approved"
-                    ruling = Ruling("ask", reason)
+                    ruling = Ruling("ask", reason, ruling.approver)
                 if ruling.decision == "deny":
                     return result_for(
                         task,
@@ -199,6 +201,7 @@ class EmailWorker:
                         arguments=arguments,
                         digest=digest,
                         reason=ruling.reason,
+                        approver=ruling.approver,
                     )
                     return result_for(task, success=False, approval=ask, usage=drafted.usage)
         prior = await self.ledger.claim(key)

@@ -6,8 +6,10 @@ named by `SIDEKICK_APPROVAL_POLICY`, then the defaults; the first rule whose pat
 wildcards) matches the action decides. A rule may be stricter for one fact of the arguments:
 `unwritten_recipient` is the decision when an email goes to an address the user never wrote in
 the conversation (by default `ask`, so an `allow` for email still asks for such a recipient).
-A file that cannot be read or parsed stops the worker at start, with the reason: no silent
-fallback to a looser policy.
+A rule may also say who decides (`approver`): `principal` (the default: the request's own
+principal, or any operator named in SIDEKICK_APPROVERS) or `operator` (only those operators).
+A file that cannot be read or parsed, or a rule for operators when none is named, stops the
+worker at start, with the reason: no silent fallback to a looser policy.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import get_args
 
-from contracts.approvals import PolicyDecision
+from contracts.approvals import Approver, PolicyDecision
 
 DECISIONS: tuple[PolicyDecision, ...] = get_args(PolicyDecision)
 STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+APPROVERS: tuple[Approver, ...] = get_args(Approver)
+FACTS = ("", "unwritten_recipient", "approver")
 
 
 class PolicyError(ValueError):
@@ -34,6 +38,7 @@ class Rule:
     decision: PolicyDecision
     unwritten_recipient: PolicyDecision = "ask"
     source: str = "default"
+    approver: Approver = "principal"
 
 
 DEFAULTS = (
@@ -49,6 +54,7 @@ DEFAULTS = (
 class Ruling:
     decision: PolicyDecision
     reason: str
+    approver: Approver = "principal"
 
 
 def _decision(value: object, where: str) -> PolicyDecision:
@@ -57,20 +63,30 @@ def _decision(value: object, where: str) -> PolicyDecision:
     return value
 
 
+def _approver(value: object, where: str) -> Approver:
+    if value not in APPROVERS:
+        raise PolicyError(f"{where}: approver {value!r} is not one of {', '.join(APPROVERS)}")
+    return value
+
+
 def parse_pairs(text: str) -> list[Rule]:
     """'action=decision' pairs; 'action:unwritten_recipient=decision' sets that fact's
-    decision on the action's rule."""
+    decision on the action's rule, 'action:approver=operator' who decides it."""
     rules: dict[str, Rule] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         key, sep, value = part.partition("=")
         action, _, fact = key.strip().partition(":")
-        if not sep or not action or fact not in ("", "unwritten_recipient"):
+        if not sep or not action or fact not in FACTS:
             raise PolicyError(
-                f"SIDEKICK_APPROVALS: {part!r} is not 'action=decision' "
-                "(or 'action:unwritten_recipient=decision')"
+                f"SIDEKICK_APPROVALS: {part!r} is not 'action=decision' (or "
+                "'action:unwritten_recipient=decision', 'action:approver=principal|operator')"
             )
-        decision = _decision(value.strip(), f"SIDEKICK_APPROVALS ({key.strip()})")
+        where = f"SIDEKICK_APPROVALS ({key.strip()})"
         rule = rules.get(action, Rule(action, "ask", source="variable"))
+        if fact == "approver":
+            rules[action] = replace(rule, approver=_approver(value.strip(), where))
+            continue
+        decision = _decision(value.strip(), where)
         if fact:
             rules[action] = replace(rule, unwritten_recipient=decision)
         else:
@@ -91,7 +107,7 @@ def parse_file(path: str) -> list[Rule]:
         where = f"SIDEKICK_APPROVAL_POLICY {path}, rule {n}"
         if not isinstance(item, dict) or not isinstance(item.get("action"), str):
             raise PolicyError(f"{where}: each rule needs an 'action'")
-        unknown = set(item) - {"action", "decision", "unwritten_recipient"}
+        unknown = set(item) - {"action", "decision", "unwritten_recipient", "approver"}
         if unknown:
             raise PolicyError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         rules.append(
@@ -100,6 +116,7 @@ def parse_file(path: str) -> list[Rule]:
                 _decision(item.get("decision"), where),
                 _decision(item.get("unwritten_recipient", "ask"), where),
                 source="file",
+                approver=_approver(item.get("approver", "principal"), where),
             )
         )
     return rules
@@ -110,8 +127,16 @@ class Policy:
         self.rules = [*rules, *DEFAULTS]
 
     @classmethod
-    def configured(cls, pairs: str, path: str | None) -> Policy:
-        return cls(parse_pairs(pairs) + (parse_file(path) if path else []))
+    def configured(cls, pairs: str, path: str | None, operators: tuple[str, ...] = ()) -> Policy:
+        rules = parse_pairs(pairs) + (parse_file(path) if path else [])
+        if not operators:
+            for rule in rules:
+                if rule.approver == "operator":
+                    raise PolicyError(
+                        f"the {rule.source} approval rule for {rule.action} is decided by an "
+                        "operator, but SIDEKICK_APPROVERS names none"
+                    )
+        return cls(rules)
 
     def rule_for(self, action: str) -> Rule:
         return next(r for r in self.rules if fnmatch.fnmatchcase(action, r.action))
@@ -124,6 +149,7 @@ class Policy:
         return Ruling(
             rule.decision,
             f"the {rule.source} approval policy says {rule.decision} for {action}{pattern}",
+            rule.approver,
         )
 
     def email(self, recipients: list[str], written: str) -> Ruling:
@@ -135,7 +161,10 @@ class Policy:
             return Ruling(
                 rule.unwritten_recipient,
                 f"you did not write {', '.join(unwritten)} in this conversation",
+                rule.approver,
             )
         return Ruling(
-            rule.decision, f"the {rule.source} approval policy says {rule.decision} for email.send"
+            rule.decision,
+            f"the {rule.source} approval policy says {rule.decision} for email.send",
+            rule.approver,
         )

@@ -166,6 +166,10 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(
         default=3600, gt=0, description="Seconds an action waits for approval, then declined."
     )
+    approvers: str = Field(
+        default="",
+        description="Operator principals (comma-separated) who may decide any approval.",
+    )
     sweep_interval: float = Field(default=15.0, gt=0, description="Parked-request check, s.")
     workers: str = Field(
         default="GENERAL,SEARCH,RESEARCH,EMAIL,TOOLS",
@@ -253,6 +257,11 @@ class Settings(BaseSettings):
                 "again while it is still being handled"
             )
         return self
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        """The principals who may decide any approval (SIDEKICK_APPROVERS)."""
+        return tuple(dict.fromkeys(p.strip() for p in self.approvers.split(",") if p.strip()))
 
     @property
     def worker_kinds(self) -> list[str]:

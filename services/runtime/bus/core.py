@@ -123,6 +123,7 @@ class Buckets:
     budgets = _granted("budgets")
     status = _granted("status")
     cache = _granted("cache")
+    parked = _granted("parked")
 
     def __init__(self, service: str, bound: dict[str, KeyValue]) -> None:
         self._service = service

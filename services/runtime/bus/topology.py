@@ -93,9 +93,10 @@ def roles(s: Subjects) -> dict[str, Role]:
     outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
     return {
         "gateway": Role(
-            reads=("sessions", "status", "index", "preferences", "approvals", "budgets"),
+            # parked: the approvals waiting now (an operator's queue, /api/approvals).
+            reads=("sessions", "status", "index", "preferences", "approvals", "budgets", "parked"),
             writes=("sessions", "status", "index", "preferences", "approvals"),
-            watches=("index",),
+            watches=("index", "parked"),
             publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
             subscribe=(s.out_all, s.pong_all),
             reads_streams=(s.outbox_stream, s.results_stream),

@@ -10,7 +10,7 @@ answer, a racing one, or one after expiry finds the approval closed and changes 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from nats.js.kv import KeyValue
 
@@ -34,6 +34,22 @@ class ApprovalClosed(ApprovalRefused):
 
 class NotAnApprover(ApprovalRefused):
     pass
+
+
+class Parked(NamedTuple):
+    """An entry of the `parked` bucket (key: request id): "<deadline> [<approval id>]"."""
+
+    deadline: float
+    approval_id: str | None
+
+    def encode(self) -> bytes:
+        return (f"{self.deadline}" + (f" {self.approval_id}" if self.approval_id else "")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> Parked:
+        """ValueError when it is not a parked entry."""
+        deadline, _, approval_id = (raw or b"").decode().partition(" ")
+        return cls(float(deadline), approval_id.strip() or None)
 
 
 def approval_id(request_id: str, attempt: int, digest: str) -> str:

@@ -96,7 +96,12 @@ TABLE: tuple[Move, ...] = (
     Move("awaiting_clarification", "failed", ORCH, "no answer in time"),
     Move("awaiting_clarification", "cancelled", ORCH, "cancelled while waiting"),
     Move("awaiting_approval", "decided", ("gateway",), "a person approved or declined the action"),
-    Move("awaiting_approval", "working", ORCH, "no decision in time: the action is declined"),
+    Move(
+        "awaiting_approval",
+        "working",
+        ORCH,
+        "expired (declined), or a decision the gateway recorded but never passed on",
+    ),
     Move("awaiting_approval", "failed", ORCH, "delivery ran out"),
     Move("awaiting_approval", "cancelled", ORCH, "cancelled while waiting"),
     Move("decided", "awaiting_approval", ("gateway",), "the decision could not be passed on"),

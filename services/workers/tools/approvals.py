@@ -174,7 +174,13 @@ class ToolGate:
             if named.state != "approved":  # declined: the action is off for this attempt
                 return Outcome(declined_text(named), ok=False)
             reason = f"these are not the arguments of {action} that were approved; {reason}"
-        return ApprovalAsk(action=action, arguments=shown, digest=digest, reason=reason)
+        return ApprovalAsk(
+            action=action,
+            arguments=shown,
+            digest=digest,
+            reason=reason,
+            approver=ruling.approver,
+        )
 
     def _arguments(self, action: str, arguments: str) -> dict[str, str]:
         if action == NEW_DOMAIN:  # the approval is for the host; the URL is in the reason

@@ -78,7 +78,9 @@ class ToolsWorker:
         self.builtin = self.clients.tools()
         self.mcp = mcp_tools(self.settings, limit=MAX_TOOLS - len(self.builtin))
         # A policy that cannot be read stops the workers here, with the reason.
-        self.policy = Policy.configured(self.settings.approvals, self.settings.approval_policy)
+        self.policy = Policy.configured(
+            self.settings.approvals, self.settings.approval_policy, deps.bus.settings.operators
+        )
 
     @property
     def toolbox(self) -> ToolBox:
