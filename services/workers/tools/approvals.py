@@ -150,6 +150,9 @@ class ToolGate:
                 "it was not run.",
                 ok=False,
             )
+        refused = toolbox.refusal(name, arguments)
+        if refused is not None:  # it could not run: no one is asked about it
+            return Outcome(refused, ok=False)
         try:
             shown = self._arguments(action, arguments)
         except ToolArgumentsError as exc:

@@ -178,7 +178,9 @@ class ToolsWorker:
             return result_for(task, success=False, error=str(exc), sources=run.sources)
         finally:
             await run.close()
-        log.info("tools task %s: %d steps, %s", task.request_id, outcome.steps, outcome.summary())
+        asks = f"; asks approval of {outcome.approval.action}" if outcome.approval else ""
+        summary = outcome.summary()
+        log.info("tools task %s: %d steps, %s%s", task.request_id, outcome.steps, summary, asks)
         return self._result(task, outcome, run)
 
     def _result(self, task: WorkerTask, outcome: LoopOutcome, run: RunContext) -> WorkerResult:
