@@ -15,9 +15,9 @@ The policy's ruling on the action decides:
 - `ask`: nothing runs and the loop stops; the worker returns an `ApprovalAsk` with the call's
   arguments as strings (`shown_arguments`) and their digest, and the request parks.
 
-On a later attempt (after the decision) the same call finds its approval: the approval id is
-deterministic in (request, attempt, digest), so the worker looks for one of this call's digest
-at each earlier attempt of the request. An approved call runs, claimed in the ledger under
+On a later attempt (after the decision) the same call finds its approval: the one the task
+names, or, since an approval's id is fixed by (request, attempt, digest), one of this call's
+digest asked at an earlier attempt of the request (so several approvals of one request hold). An approved call runs, claimed in the ledger under
 `<action>.approved.<approval id>` first, so a redelivered task, a second replica or a later
 attempt replays its recorded outcome and never runs it again (a claim left `started` by a
 worker that died mid-call is not repeated either: at most once). A `browser.new_domain`
@@ -202,8 +202,8 @@ class ToolGate:
         an earlier attempt), the latest first; None when there is none."""
         task = self.task
         ids = [approval_id(task.request_id, n, digest) for n in range(task.attempt - 1, 0, -1)]
-        if task.approval_id is not None:
-            await self._load(task.approval_id)  # the named one: its decline covers the action
+        if task.approval_id is not None:  # the named one first: its decline covers the action
+            ids.insert(0, task.approval_id)
         for candidate in ids:
             found = await self._load(candidate)
             if found is not None and found.action == action and found.digest == digest:
