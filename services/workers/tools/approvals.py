@@ -17,12 +17,14 @@ The policy's ruling on the action decides:
 
 On a later attempt (after the decision) the same call finds its approval: the one the task
 names, or, since an approval's id is fixed by (request, attempt, digest), one of this call's
-digest asked at an earlier attempt of the request (so several approvals of one request hold). An approved call runs, claimed in the ledger under
-`<action>.approved.<approval id>` first, so a redelivered task, a second replica or a later
-attempt replays its recorded outcome and never runs it again (a claim left `started` by a
-worker that died mid-call is not repeated either: at most once). A `browser.new_domain`
-approval is for opening a host, not an effect to do once, so it is not claimed. Arguments
-with another digest ask anew: an approval is never used for anything but what was approved.
+digest asked at an earlier attempt of the request (so several approvals of one request hold).
+An approved call runs, claimed in the ledger under `<action>.approved.<approval id>` first, so
+a redelivered task, a second replica or a later attempt replays its recorded outcome and never
+runs it again (a claim left `started` by a worker that died mid-call is not repeated either:
+at most once). A `browser.new_domain` approval is for opening a host, not an effect to do
+once, so it is not claimed. Arguments with another digest ask anew: an approval is never used
+for anything but what was approved. A built-in tool's arguments are checked first, so no one is
+asked about a call that could not run.
 A decline or an expiry of the approval the task names (or of this call's digest) is a tool
 result saying so, for every call of that action in the attempt, and the loop goes on.
 """
