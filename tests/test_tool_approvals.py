@@ -3,10 +3,10 @@
 the fake Pushover, a real MCP server over stdio and real Chromium on a local site.
 
 The policy here: notify and the MCP tool `vault__tally` ask, python_run is denied, a browser
-navigation to a new host asks. Asking parks the request with the call's exact arguments; a yes
-runs exactly those once (a SIGKILLed worker and the redelivered task included), a no becomes a
-tool result the model answers from, a changed call asks anew and the old approval stays unused,
-and a denied tool is never run."""
+navigation to a new host asks, and `vault__reverse` is left to an operator. Asking parks the
+request with the call's exact arguments; a yes runs exactly those once (a SIGKILLed worker and
+the redelivered task included), a no becomes a tool result the model answers from, a changed
+call asks anew and the old approval stays unused, and a denied tool is never run."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from playwright.async_api import expect
 
 from contracts.approvals import digest_of
 from services.runtime.bus.natsserver import NatsServer
+from tests.support.approvals import answer
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.http import Recorded, Response
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
@@ -39,7 +40,11 @@ from tests.support.xss import nothing_ran, watched_page
 pytestmark = pytest.mark.timeout(300)
 
 MODEL = "fake-tool-approvals"
-POLICY = "notify=ask;vault__tally=ask;python_run=deny;browser.new_domain=ask"
+OPERATOR = "zack"
+POLICY = (
+    "notify=ask;vault__tally=ask;python_run=deny;browser.new_domain=ask;"
+    "vault__reverse=ask;vault__reverse:approver=operator"
+)
 Script = Callable[[dict[str, Any]], Reply]
 
 
@@ -100,6 +105,7 @@ def gated(
         "SIDEKICK_WORKER_LLM_MODEL": MODEL,
         "SIDEKICK_AUTH_TOKENS": tokens_env(),
         "SIDEKICK_APPROVALS": POLICY,
+        "SIDEKICK_APPROVERS": OPERATOR,
         "SIDEKICK_MCP_CONFIG": str(config),
         "SIDEKICK_FILES_ROOT": str(files),
         "SIDEKICK_EGRESS_ALLOW": site.host_port,
@@ -242,6 +248,34 @@ async def test_an_mcp_tool_the_policy_asks_about_runs_once_after_a_yes(
     assert [line for line in tally.read_text().splitlines() if line == note] == [note]
     assert f"tallied '{note}'" in done.text
     assert "This approved vault__tally call already ran; it was not run again." in done.text
+
+
+async def test_an_mcp_tool_left_to_operators_waits_for_an_operator_and_runs_on_their_yes(
+    gated: System, fake_llm: FakeOpenAI
+) -> None:
+    await wait_for(lambda: "'vault' (stdio: python" in gated.log("workers"), 60)
+    word = uuid.uuid4().hex[:10]
+    model = call_then_answer("vault__reverse", {"text": word})
+    async with AuthClient(gated.ws_url, "xena", events=True) as xena:
+        request_id, approval = await ask_parked(xena, fake_llm, model, "reverse my word")
+        assert (approval["approver"], approval["approvers"]) == ("operator", [OPERATOR])
+        refused = await answer(xena, request_id, "yes")
+        assert refused[-1]["error"]["code"] == "conflict"
+        async with api(gated.http_url, OPERATOR) as ops:
+            path = f"/api/approvals/{approval['approval_id']}"
+            decided = await ops.post(path, json={"decision": "approve"})
+            assert decided.status_code == 200, decided.text
+        # The refusal's own end frame ("rejected") is not the request's.
+        done = await xena.frames_until(
+            lambda f: (
+                "on_chat_model_end" in f
+                and f.get("request_id") == request_id
+                and f.get("status") != "rejected"
+            ),
+            90,
+        )
+    assert done[-1]["status"] == "completed", done[-1]
+    assert f"{word[::-1]} (reversed by pid " in Conversation(done).text
 
 
 async def test_a_denied_python_run_is_not_run_and_the_model_is_told(

@@ -58,6 +58,8 @@ PRINCIPALS = (
     "vera",
     "wade",
     "yara",
+    "zack",
+    "xena",
 )
 
 
