@@ -132,6 +132,13 @@ class WorkerResult(Event):
         description="An action the worker may not take without a person's approval; the "
         "request is parked until it is approved or declined.",
     )
+    budget_stop: str | None = Field(
+        default=None,
+        description="The limit of the task's budget that stopped the worker before its next "
+        "model call (e.g. 'model calls budget (2 of the 2 left to this request)'); the "
+        "request ends partial with its best answer (this output, when `success`) and a note "
+        "naming it.",
+    )
 
 
 class EvaluationRequested(Event):
@@ -244,6 +251,11 @@ class RequestCompleted(Event):
     cost_usd: float | None = Field(
         default=None,
         description="The usage priced by the price table (USD; see the README's Budgets).",
+    )
+    usage_estimated: bool = Field(
+        default=False,
+        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
+        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
     )
     trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
 

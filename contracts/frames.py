@@ -200,6 +200,11 @@ class CompletedMetadata(Model):
     cost_usd: float | None = Field(
         default=None, description="The usage priced by the price table (USD)."
     )
+    usage_estimated: bool = Field(
+        default=False,
+        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
+        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
+    )
     trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
 
 

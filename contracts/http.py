@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from contracts.approvals import Approval as ActionApproval
-from contracts.base import Model, Source, Turn, WorkflowStatus
+from contracts.base import Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 from contracts.email import OutboxEntry
 from contracts.frames import ErrorBody
@@ -187,6 +187,18 @@ class WorkflowState(Model):
     error: str | None = Field(description="Why it failed, if it did.")
     trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
     cached: bool = Field(description="Answered from the semantic cache.")
+    usage: Usage | None = Field(
+        default=None,
+        description="Total model usage, once it ended with an answer (as its end frame's).",
+    )
+    cost_usd: float | None = Field(
+        default=None, description="The usage priced by the price table (USD), once ended."
+    )
+    usage_estimated: bool = Field(
+        default=False,
+        description="True when some of the usage (and so the cost) was counted by Sidekick "
+        "because a server reported none: an estimate.",
+    )
 
 
 class WorkflowView(HttpBody):

@@ -278,7 +278,8 @@ def test_eval_without_a_url_starts_its_own_system(fake_llm: FakeOpenAI, tmp_path
     assert not results["direct-capital"]["passed"]  # ...and knows no capitals
     failed = [c for c in results["direct-capital"]["checks"] if not c["passed"]]
     assert failed == [{"name": "required", "passed": False, "detail": "missing ['Canberra']"}]
-    assert data["summary"]["single"]["cost_usd"] is None  # fake-worker has no price: "?"
+    # The system's own cost: its price table names no fake model, so they cost $0 there.
+    assert data["summary"]["single"]["cost_usd"] == 0
 
 
 def test_bad_arguments_get_one_clear_line(fake_llm: FakeOpenAI, tmp_path: Path) -> None:

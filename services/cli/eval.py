@@ -35,7 +35,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", default="loop,single", help="loop,single (default both)")
     p.add_argument("--judge", action="store_true", help="LLM judge for cases with a rubric")
     p.add_argument("--model", default=None, help="model to price tokens at (default: worker's)")
-    p.add_argument("--prices", type=Path, default=None, help="JSON price table to add/override")
+    p.add_argument(
+        "--prices",
+        type=Path,
+        default=None,
+        help="JSON price table to add/override; every case is then priced by it, not at the "
+        "system's own cost",
+    )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per case (default 300)")
     p.add_argument("--json", type=Path, default=None, help="where to write the results")
     p.add_argument("--compare", type=Path, default=None, help="an earlier --json file")
@@ -126,7 +132,7 @@ def run_eval(args: argparse.Namespace) -> int:
         "cases_file": str(args.cases),
         "judge_model": judge.model if judge else None,
     }
-    data = report(runs, model=model, prices=prices, meta=meta)
+    data = report(runs, model=model, prices=prices, meta=meta, reprice=args.prices is not None)
     print_report(console, data, old)
     out = args.json or Path(f"sidekick-eval-{started.strftime('%Y%m%d-%H%M%S')}.json")
     out.write_text(_json(data), encoding="utf-8")

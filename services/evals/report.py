@@ -1,9 +1,12 @@
 """Figures per mode, the price table, the printed tables, the JSON file and comparing runs.
 
-Cost is each model's tokens at its price: the end frame's `usage.models` says which models answered
-and with how many tokens; a system that does not say is priced as its `usage.model`, else the
-model given with --model. Prices are US dollars per million tokens; a model
-missing from the table has no cost (shown as "?"), never a made-up one."""
+A case's cost is the system's own (its end frame's `cost_usd`: the same accounting as its
+budgets). With --prices, or for an end that carries no cost (a failure, or an older system),
+the eval prices it itself: each model's tokens at its price, the end frame's `usage.models`
+saying which models answered and with how many tokens; a system that does not say is priced as
+its `usage.model`, else the model given with --model. Prices are US dollars per million tokens;
+a model missing from the table has no cost (shown as "?"), never a made-up one. Usage the
+system counted itself (a server reported none) is an estimate, and marked so."""
 
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
     ("input_tokens", "tokens in", "int", False),
     ("output_tokens", "tokens out", "int", False),
     ("cost_usd", "cost (USD)", "usd", False),
+    ("estimated", "cases with estimated usage", "int", None),
     ("p50_latency_s", "latency p50 (s)", "2f", False),
     ("p95_latency_s", "latency p95 (s)", "2f", False),
     ("unfinished", "timeouts / unreachable", "int", False),
@@ -68,7 +72,12 @@ def load_prices(path: Path | None) -> dict[str, tuple[float, float]]:
     return prices
 
 
-def cost_of(run: CaseRun, model: str, prices: Mapping[str, tuple[float, float]]) -> float | None:
+def cost_of(
+    run: CaseRun, model: str, prices: Mapping[str, tuple[float, float]], reprice: bool = False
+) -> float | None:
+    """The system's cost of the case; the table's when `reprice` (--prices) or it gave none."""
+    if run.cost_usd is not None and not reprice:
+        return run.cost_usd
     used = run.models or {run.model or model: (run.input_tokens, run.output_tokens)}
     total = 0.0
     for name, (tokens_in, tokens_out) in used.items():
@@ -93,11 +102,14 @@ def mean(values: Iterable[float]) -> float | None:
 
 
 def summarize(
-    runs: list[CaseRun], model: str, prices: Mapping[str, tuple[float, float]]
+    runs: list[CaseRun],
+    model: str,
+    prices: Mapping[str, tuple[float, float]],
+    reprice: bool = False,
 ) -> dict[str, Any]:
     """One mode's figures. Attempts and scores are averaged over the runs that have them
     (a direct answer makes no attempt; single-shot has no evaluator score)."""
-    costs = [cost_of(r, model, prices) for r in runs]
+    costs = [cost_of(r, model, prices, reprice) for r in runs]
     judged = [r for r in runs if r.judge is not None]
     kinds: dict[str, list[int]] = {}
     for r in runs:
@@ -114,6 +126,7 @@ def summarize(
         "input_tokens": sum(r.input_tokens for r in runs),
         "output_tokens": sum(r.output_tokens for r in runs),
         "cost_usd": None if any(c is None for c in costs) else sum(c for c in costs if c),
+        "estimated": sum(r.estimated for r in runs),
         "p50_latency_s": percentile([r.latency_s for r in runs], 50),
         "p95_latency_s": percentile([r.latency_s for r in runs], 95),
         "unfinished": sum(r.outcome.status in ("timeout", "unreachable") for r in runs),
@@ -122,7 +135,7 @@ def summarize(
 
 
 def result_dict(
-    run: CaseRun, model: str, prices: Mapping[str, tuple[float, float]]
+    run: CaseRun, model: str, prices: Mapping[str, tuple[float, float]], reprice: bool = False
 ) -> dict[str, Any]:
     out = run.outcome
     return {
@@ -140,7 +153,8 @@ def result_dict(
         "output_tokens": run.output_tokens,
         "model": ", ".join(run.models) or run.model or model,
         "models": {m: {"input_tokens": i, "output_tokens": o} for m, (i, o) in run.models.items()},
-        "cost_usd": cost_of(run, model, prices),
+        "cost_usd": cost_of(run, model, prices, reprice),
+        "usage_estimated": run.estimated,
         "sources": list(out.sources),
         "questions": out.questions,
         "outbox": out.outbox,
@@ -158,15 +172,21 @@ def report(
     model: str,
     prices: Mapping[str, tuple[float, float]],
     meta: dict[str, Any],
+    reprice: bool = False,
 ) -> dict[str, Any]:
+    """`reprice`: every case at `prices` (--prices), not at the system's own cost."""
     modes = [m for m in MODES if any(r.mode == m for r in runs)]
+    summary = {
+        m: summarize([r for r in runs if r.mode == m], model, prices, reprice) for m in modes
+    }
     return {
         "format": FORMAT_VERSION,
         **meta,
         "model": model,
+        "priced_by": "the --prices table" if reprice else "the system (end frames' cost_usd)",
         "modes": modes,
-        "summary": {m: summarize([r for r in runs if r.mode == m], model, prices) for m in modes},
-        "results": [result_dict(r, model, prices) for r in runs],
+        "summary": summary,
+        "results": [result_dict(r, model, prices, reprice) for r in runs],
     }
 
 
@@ -199,7 +219,10 @@ def table(data: dict[str, Any]) -> Table:
     """Metric rows, a column per mode, and loop minus single when both ran."""
     modes: list[str] = data["modes"]
     cases = Path(str(data.get("cases_file", ""))).name
-    priced = f"priced per answering model (else as {data['model']})"
+    if data.get("priced_by", "").startswith("the system"):
+        priced = "cost as the system priced it"
+    else:
+        priced = f"priced per answering model (else as {data['model']})"
     t = Table(title=f"sidekick eval · {cases} · {priced}")
     t.add_column("metric")
     for m in modes:
@@ -260,7 +283,21 @@ def load_report(path: Path) -> dict[str, Any]:
     return data
 
 
+def costs(data: dict[str, Any]) -> Table:
+    """Each case's tokens and cost, "(estimated)" where the system counted the usage itself."""
+    t = Table(title="cost per case")
+    for column in ("case", "mode", "status", "tokens in", "tokens out", "cost (USD)"):
+        t.add_column(column, justify="left" if column in ("case", "mode", "status") else "right")
+    for r in data["results"]:
+        cost = "?" if r["cost_usd"] is None else f"${r['cost_usd']:.6f}"
+        cost += " (estimated)" if r.get("usage_estimated") else ""
+        tokens = (fmt(r["input_tokens"], "int"), fmt(r["output_tokens"], "int"))
+        t.add_row(r["case"], r["mode"], r["status"], *tokens, cost)
+    return t
+
+
 def print_report(console: Console, data: dict[str, Any], old: dict[str, Any] | None) -> None:
+    console.print(costs(data))
     console.print(table(data))
     if old is not None:
         console.print(comparison(old, data))

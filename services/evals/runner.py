@@ -51,6 +51,10 @@ class CaseRun:
     model: str | None = None
     # Tokens (in, out) per model that answered, from the end frame's usage.models.
     models: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The system's own cost of the case (the end frame's cost_usd), when it priced it, and
+    # whether its usage was counted by Sidekick (a server reported none): an estimate.
+    cost_usd: float | None = None
+    estimated: bool = False
     checks: list[CheckResult] = field(default_factory=list)
     judge: dict[str, Any] | None = None
 
@@ -94,6 +98,8 @@ async def run_case(target: Target, case: Case, mode: Mode) -> CaseRun:
         output_tokens=int(usage.get("output_tokens") or 0),
         model=usage.get("model"),
         models=models_of(usage),
+        cost_usd=meta.get("cost_usd"),
+        estimated=bool(meta.get("usage_estimated") or usage.get("counted_calls")),
     )
     run.checks = run_checks(case.checks, outcome)
     return run

@@ -25,6 +25,7 @@ from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.llm.prompts import conversation
+from services.runtime.requests.budgets import cost, prices
 from services.runtime.requests.cancels import Cancellations
 from services.runtime.requests.failures import failure_code
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
@@ -42,6 +43,7 @@ class Frontline:
         self.bus = bus
         self.llm = llm
         self.cancels = cancels
+        self.prices = prices(bus.settings.prices)  # a direct answer is priced as any other
 
     async def handle(self, req: ChatRequested) -> None:
         tracked = await records(self.bus).load(req.request_id)
@@ -98,6 +100,8 @@ class Frontline:
             output=reply.text,
             route="direct",
             usage=reply.usage,
+            cost_usd=cost(reply.usage, self.prices),
+            usage_estimated=reply.usage.counted_calls > 0,
         )
         await finish(self.bus, done, known=tracked_now, session=session)
 

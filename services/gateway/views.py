@@ -4,6 +4,8 @@ information in added fields."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from contracts import RequestCompleted, RequestRecord, Turn
 from contracts.http import ChatTurn, FinalOutput, WorkflowState, WorkflowView
 from services.gateway.approving import waiting_on
@@ -52,6 +54,18 @@ def final_output(record: RequestRecord) -> FinalOutput | None:
     )
 
 
+def spend(record: RequestRecord) -> dict[str, Any]:
+    """The usage and cost of a request that ended with an answer (its end's)."""
+    done = record.outcome
+    if not isinstance(done, RequestCompleted):
+        return {}
+    return {
+        "usage": done.usage,
+        "cost_usd": done.cost_usd,
+        "usage_estimated": done.usage_estimated,
+    }
+
+
 def view(record: RequestRecord, turns: list[Turn] | None = None) -> WorkflowView:
     return WorkflowView(
         workflow_id=record.request_id,
@@ -75,6 +89,7 @@ def view(record: RequestRecord, turns: list[Turn] | None = None) -> WorkflowView
             error=record.error,
             trace_id=record.trace_id,
             cached=record.cached,
+            **spend(record),
         ),
         created_at=record.created_at,
         updated_at=record.updated_at,

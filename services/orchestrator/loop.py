@@ -140,6 +140,8 @@ def on_result(
         return _park(state, result.clarification_questions)
     if result.approval is not None:
         return approvals.park(state, result.approval, cur.n, approval_ttl, operators)
+    if result.budget_stop is not None:  # the worker stopped itself before a call past it
+        return out_of_budget(state, f"Note: this request stopped at its {result.budget_stop}.")
     if not result.success:
         if result.retryable and cur.n < state.max_attempts:
             return _next_attempt(state)

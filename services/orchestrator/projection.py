@@ -184,6 +184,7 @@ def _final(state: LoopState) -> RequestCompleted:
         feedback=verdict.feedback if verdict else None,
         sources=chosen.result.sources,
         usage=state.usage,
+        usage_estimated=state.usage.counted_calls > 0,
         trace_id=state.trace_id,
     )
 

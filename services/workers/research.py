@@ -16,7 +16,7 @@ import logging
 
 import httpx
 
-from contracts import Source, WorkerResult, WorkerTask, WorkflowStatus
+from contracts import Source, Usage, WorkerResult, WorkerTask, WorkflowStatus
 from contracts.research import ResearchPlan, ResearchSynthesis
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.llm.prompts import conversation
@@ -28,6 +28,7 @@ from services.workers.errors import SearchError, SearchNotConfigured
 from services.workers.search import brave_from, query_of, search_once
 from services.workers.settings import WorkerSettings
 from services.workers.sources import as_data, source_list
+from services.workers.spend import over
 
 log = logging.getLogger("sidekick.workers.research")
 
@@ -95,6 +96,24 @@ def cited(synthesis: ResearchSynthesis, sources: list[Source]) -> tuple[list[int
     return numbers, [sources[n - 1] for n in numbers]
 
 
+def stopped(
+    task: WorkerTask, stop: str, usage: Usage, sources: list[Source] | None = None
+) -> WorkerResult:
+    """The research as far as it got when the budget ran out before its next model call: the
+    sources found, or nothing (also on a retry: an earlier attempt's answer beats a list of
+    sources); `budget_stop` names the limit."""
+    error = f"stopped before its next model call: the request's {stop} is spent."
+    if not sources or task.previous_output:
+        return result_for(task, success=False, error=error, usage=usage, budget_stop=stop)
+    output = (
+        "The research stopped before its answer was written. The sources it found:\n\n"
+        + source_list(sources)
+    )
+    return result_for(
+        task, success=True, output=output, sources=sources, usage=usage, budget_stop=stop
+    )
+
+
 class ResearchWorker:
     kind = "RESEARCH"
 
@@ -115,6 +134,9 @@ class ResearchWorker:
     async def run(self, task: WorkerTask) -> WorkerResult:
         if not self.brave.configured:  # say so before spending model calls on a plan
             return result_for(task, success=False, error=str(SearchNotConfigured()))
+        stop = over(task.budget, Usage())  # checked before each model call: never one more
+        if stop is not None:
+            return stopped(task, stop, Usage())
         await self.stage(task, "planning", "planning the research")
         try:
             planned = await self.llm.structured(
@@ -148,6 +170,9 @@ class ResearchWorker:
                 f"({'; '.join(queries)}); nothing to answer from.",
                 usage=usage,
             )
+        stop = over(task.budget, usage)
+        if stop is not None:
+            return stopped(task, stop, usage, sources)
         await self.stage(task, "synthesizing", f"writing from {len(sources)} sources")
         try:
             synthesized = await self.llm.structured(

@@ -24,6 +24,7 @@ from contracts import Usage
 from contracts.approvals import ApprovalAsk
 from contracts.events import TaskBudget
 from services.runtime.llm import ChatReply
+from services.workers.spend import over as _over
 from services.workers.tools.toolbox import Call, Outcome, RunContext, ToolBox
 
 ChatFn = Callable[[list[ChatCompletionMessageParam], list[dict[str, Any]]], Awaitable[ChatReply]]
@@ -120,14 +121,3 @@ async def run_tool_loop(
                 {"role": "tool", "tool_call_id": tool_call.id, "content": result.content}
             )
     return outcome
-
-
-def _over(budget: TaskBudget | None, used: Usage) -> str | None:
-    if budget is None:
-        return None
-    if used.calls >= budget.calls:
-        return f"model calls budget ({used.calls} of the {budget.calls} left to this request)"
-    if used.input_tokens + used.output_tokens >= budget.tokens:
-        spent = used.input_tokens + used.output_tokens
-        return f"tokens budget ({spent} of the {budget.tokens} left to this request)"
-    return None

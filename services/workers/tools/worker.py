@@ -193,7 +193,12 @@ class ToolsWorker:
                 "The task was not finished."
             )
             return result_for(
-                task, success=False, error=error, usage=outcome.usage, sources=run.sources
+                task,
+                success=False,
+                error=error,
+                usage=outcome.usage,
+                sources=run.sources,
+                budget_stop=outcome.over_budget,
             )
         if not outcome.finished:
             error = (

@@ -121,7 +121,7 @@ def play_one_call(script: Script, body: dict[str, Any], how: str) -> Reply | str
     return first
 
 
-def sse(model: str, reply: Reply, usage: dict[str, int]) -> list[bytes]:
+def sse(model: str, reply: Reply, usage: dict[str, int] | None) -> list[bytes]:
     """A reply as the events of a streamed completion."""
 
     def event(data: dict[str, Any]) -> bytes:
@@ -165,6 +165,7 @@ def sse(model: str, reply: Reply, usage: dict[str, int]) -> list[bytes]:
             out.append(event({**base, "choices": [choice]}))
     finish = "tool_calls" if reply.tool_calls else "stop"
     out.append(event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
-    out.append(event({**base, "choices": [], "usage": usage}))
+    if usage is not None:  # a server that reports no usage sends no usage chunk
+        out.append(event({**base, "choices": [], "usage": usage}))
     out.append(b"data: [DONE]\n\n")
     return out

@@ -4,7 +4,8 @@ test gives each role its own model (`fake-frontline`, `fake-worker`, ...) and de
 
 Like the servers people run, it can lack features (`refuse`: "json_schema", "tools",
 "json_object" answer 400 naming the parameter, as vLLM, llama.cpp or Ollama do), wrap JSON
-replies in prose or a code fence (`wrap`: "prose", "fence"), and require a key (`api_key`).
+replies in prose or a code fence (`wrap`: "prose", "fence"), require a key (`api_key`), and
+report no usage (`no_usage`: no `usage` object, no usage chunk when streamed).
 A structured request asked for as a forced function call (`tool_choice`) gets the script's
 JSON back as that function's arguments.
 
@@ -178,6 +179,7 @@ class FakeOpenAI(FakeServer):
         self.refuse: set[str] = set()
         self.wrap: str | None = None
         self.api_key: str | None = None
+        self.no_usage = False
         self.embedding_models = ["text-embedding-3-small"]
         self.scripts = {
             "fake-frontline": default_frontline,
@@ -266,7 +268,13 @@ class FakeOpenAI(FakeServer):
                 {"error": {"message": reply.error or "fake error", "type": "server_error"}},
                 reply.headers,
             )
-        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        usage: dict[str, int] | None = {
+            "prompt_tokens": 11,
+            "completion_tokens": 7,
+            "total_tokens": 18,
+        }
+        if self.no_usage:
+            usage = None
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         finish_reason = "stop"
         if reply.tool_calls:
@@ -286,7 +294,7 @@ class FakeOpenAI(FakeServer):
                 "created": int(time.time()),
                 "model": model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-                "usage": usage,
+                **({"usage": usage} if usage is not None else {}),
             },
         )
 
