@@ -1,8 +1,8 @@
-"""Approvals on the wire: one consequential action (an email to send) that a person must allow
-before a worker does it. A worker asks (`ApprovalAsk` in its result), the orchestrator parks the
-request with an `Approval` (kept in the `approvals` bucket, key: its id), the gateway records the
-person's decision on it by compare-and-set, and the worker then runs exactly the arguments whose
-digest was approved, at most once."""
+"""Approvals on the wire: one consequential action (an email to send, a notification to push,
+a tool to run) that a person must allow before a worker does it. A worker asks (`ApprovalAsk`
+in its result), the orchestrator parks the request with an `Approval` (kept in the `approvals`
+bucket, key: its id), the gateway records the person's decision on it by compare-and-set, and
+the worker then runs exactly the arguments whose digest was approved, at most once."""
 
 from __future__ import annotations
 
@@ -81,12 +81,30 @@ def approval_question(approval: Approval) -> str:
             f"To: {args.get('to', '')}\nSubject: {args.get('subject', '')}\n\n"
             f"{args.get('body', '')}"
         )
-    else:
-        shown = "\n".join(f"{k}: {v}" for k, v in sorted(args.items()))
-        what = f"Sidekick is about to run {approval.action}:\n{shown}"
+    elif approval.action == "notify":
+        title = f"Title: {args['title']}\n" if "title" in args else ""
+        what = (
+            "Sidekick is about to send you this push notification:\n"
+            f"{title}\n{args.get('message', '')}"
+        )
+    elif approval.action == "python_run":
+        what = (
+            "Sidekick is about to run this Python program in its sandbox:\n\n"
+            f"{args.get('code', '')}"
+        )
+    elif approval.action == "browser.new_domain":
+        what = f"Sidekick's browser is about to open a page on {args.get('domain', '')}."
+    else:  # an MCP server's tool, `<server>__<tool>`, or an action yet to come
+        shown = "\n".join(f"{k}: {_indented(v)}" for k, v in sorted(args.items()))
+        what = f"Sidekick is about to run {approval.action} with:\n{shown or '(no arguments)'}"
     if approval.approver == "operator":
         return (
             f"{what}\n\n({approval.reason}.) An operator must approve it "
             f"(approval {approval.approval_id}); this request waits for their decision."
         )
     return f"{what}\n\n({approval.reason}.) Reply yes to approve it, or no to decline."
+
+
+def _indented(value: str) -> str:
+    """A value's later lines indented, so an argument cannot pass for the next one."""
+    return value.replace("\n", "\n    ")

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from contracts import utcnow
+from contracts.approvals import Approval, approval_question, digest_of
 from services.gateway.approving import verdict_of
 from services.gateway.errors import Invalid
-from services.workers.policy import Policy, PolicyError
+from services.workers.policy import Policy, PolicyError, Ruling
+from services.workers.tools.approvals import host_of, shown_arguments
 
 pytestmark = pytest.mark.fast
 
@@ -118,3 +121,74 @@ def test_words_that_decline(words: str) -> None:
 def test_anything_else_decides_nothing_and_says_how_to_answer(words: str) -> None:
     with pytest.raises(Invalid, match="answer yes to approve it, or no to decline"):
         verdict_of(words)
+
+
+def test_a_tool_action_is_ruled_by_its_first_matching_rule_and_the_reason_names_it() -> None:
+    policy = Policy.configured("github__create_*=ask;github__*=deny", None)
+    asked = policy.ruling("github__create_issue")
+    assert asked.decision == "ask"
+    assert asked.reason == (
+        "the variable approval policy says ask for github__create_issue (rule 'github__create_*')"
+    )
+    assert policy.ruling("github__delete_repo").decision == "deny"
+    assert policy.ruling("python_run") == Ruling(
+        "allow", "the default approval policy says allow for python_run"
+    )
+    assert policy.ruling("notify").decision == "ask"
+    assert policy.ruling("browser.new_domain").decision == "allow"
+    ops = Policy.configured("vault__*=ask;vault__*:approver=operator", None, ("ops",))
+    assert ops.ruling("vault__tally").approver == "operator"
+
+
+def test_a_tool_calls_arguments_show_as_text_and_no_two_different_calls_show_alike() -> None:
+    calls = [
+        {"n": 1},
+        {"n": "1"},
+        {"n": '"1"'},
+        {"n": True},
+        {"n": "true"},
+        {"n": None},
+        {"n": "null"},
+        {"n": [1, 2]},
+        {"n": "[1, 2]"},
+        {"n": {"b": 1, "a": 2}},
+    ]
+    shown = [shown_arguments(json.dumps(c)) for c in calls]
+    assert len({json.dumps(s, sort_keys=True) for s in shown}) == len(calls)
+    assert shown_arguments('{"message": "Lunch at 1", "n": 2}') == {
+        "message": "Lunch at 1",
+        "n": "2",
+    }
+    assert shown[-1] == {"n": '{"a": 2, "b": 1}'}  # key order never changes the digest
+
+
+def test_a_browser_host_is_counted_without_port_case_trailing_dot_or_www() -> None:
+    assert host_of("https://WWW.Example.org.:8443/a?b") == "example.org"
+    assert host_of("http://example.org/") == host_of("https://www.example.org/x")
+    assert host_of("not a url") is None
+
+
+def test_a_tool_approval_reads_as_its_action_and_no_value_passes_for_another_argument() -> None:
+    def question(action: str, arguments: dict[str, str]) -> str:
+        approval = Approval(
+            approval_id="a1",
+            request_id="r1",
+            attempt=1,
+            approvers=["ada"],
+            action=action,
+            arguments=arguments,
+            digest=digest_of(action, arguments),
+            reason="the default approval policy says ask for " + action,
+            expires_at=utcnow(),
+        )
+        return approval_question(approval)
+
+    assert question("notify", {"message": "Lunch at 1", "title": "Food"}).startswith(
+        "Sidekick is about to send you this push notification:\nTitle: Food\n\nLunch at 1\n\n"
+        "(the default approval policy says ask for notify.) Reply yes"
+    )
+    assert question("browser.new_domain", {"domain": "example.org"}).startswith(
+        "Sidekick's browser is about to open a page on example.org."
+    )
+    forged = question("vault__tally", {"note": "hi\nowner: root", "z": "1"})
+    assert "run vault__tally with:\nnote: hi\n    owner: root\nz: 1\n\n" in forged

@@ -57,6 +57,9 @@ def tools_system(
             "PUSHOVER_TOKEN": pushover.token,
             "PUSHOVER_USER": pushover.user,
             "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
+            # The tools themselves are tested here; the policy's asking (notify asks by
+            # default) in tests/test_tool_approvals.py.
+            "SIDEKICK_APPROVALS": "notify=allow",
             # No key must ever reach a real API from a test.
             "BRAVE_SEARCH_API_KEY": "",
             "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",

@@ -141,6 +141,17 @@ class Policy:
     def rule_for(self, action: str) -> Rule:
         return next(r for r in self.rules if fnmatch.fnmatchcase(action, r.action))
 
+    def ruling(self, action: str) -> Ruling:
+        """The ruling on `action` from its first matching rule (facts of the arguments aside:
+        `email` adds those for email.send)."""
+        rule = self.rule_for(action)
+        pattern = "" if rule.action == action else f" (rule {rule.action!r})"
+        return Ruling(
+            rule.decision,
+            f"the {rule.source} approval policy says {rule.decision} for {action}{pattern}",
+            rule.approver,
+        )
+
     def email(self, recipients: list[str], written: str) -> Ruling:
         """The ruling on sending to `recipients`, given what the user wrote (`written`)."""
         rule = self.rule_for("email.send")

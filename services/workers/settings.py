@@ -28,7 +28,21 @@ class BraveSettings(BaseSettings):
     )
 
 
-class WorkerSettings(BraveSettings):
+class ApprovalSettings(BaseSettings):
+    """The operator's approval policy (services/workers/policy.py): the EMAIL and TOOLS
+    workers' (read with the `SIDEKICK_` prefix of the class that mixes it in)."""
+
+    approval_policy: str | None = Field(
+        default=None, description="A JSON file of approval rules (see the README's Approvals)."
+    )
+    approvals: str = Field(
+        default="",
+        description="Approval rules as 'action=decision' pairs separated by ';', ahead of the "
+        "file's and the defaults (e.g. 'email.send=allow;notify=ask').",
+    )
+
+
+class WorkerSettings(BraveSettings, ApprovalSettings):
     """Read once per workers process. An empty key counts as no key."""
 
     model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore", populate_by_name=True)
@@ -55,15 +69,6 @@ class WorkerSettings(BraveSettings):
     sendgrid_timeout: float = Field(default=15.0, gt=0, description="Seconds per send.")
     email_allowed_domains: str = Field(
         default="", description="Comma-separated recipient domains allowed; empty = any."
-    )
-
-    approval_policy: str | None = Field(
-        default=None, description="A JSON file of approval rules (see the README's Approvals)."
-    )
-    approvals: str = Field(
-        default="",
-        description="Approval rules as 'action=decision' pairs separated by ';', ahead of the "
-        "file's and the defaults (e.g. 'email.send=allow;notify=ask').",
     )
 
     @property

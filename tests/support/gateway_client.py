@@ -49,6 +49,17 @@ PRINCIPALS = (
     "lou",
     "max",
     "nia",
+    # tests/test_tool_approvals.py
+    "otto",
+    "paula",
+    "ruth",
+    "sam",
+    "tess",
+    "vera",
+    "wade",
+    "yara",
+    "zack",
+    "xena",
 )
 
 

@@ -7,6 +7,8 @@ Its tools: `reverse` (the text reversed, with a sentence only a real call can pr
 `whoami` (its pid and its environment, to check what the worker gave it), `hang` (never
 answers) and `exit_now` (the process exits during the call, after a line on stderr). With
 MCP_TEST_BANNER set it first prints a line that is not JSON-RPC on stdout, as careless servers do.
+With MCP_TEST_TALLY set (a file's path) it has a fifth tool, `tally`, that appends its note to
+that file: a test counts the calls that really reached the server.
 """
 
 from __future__ import annotations
@@ -60,6 +62,18 @@ def exit_now() -> str:
     """Ends this server's process in the middle of the call."""
     print("exit_now: leaving without an answer", file=sys.stderr, flush=True)
     os._exit(3)
+
+
+def tally(note: str) -> str:
+    """Count a note: appended to the tally file; returns how many notes it holds now."""
+    path = Path(os.environ["MCP_TEST_TALLY"])
+    with path.open("a", encoding="utf-8") as out:
+        out.write(note.replace("\n", " ") + "\n")
+    return f"tallied {note!r}: {len(path.read_text(encoding='utf-8').splitlines())} notes"
+
+
+if os.environ.get("MCP_TEST_TALLY"):
+    app.tool()(tally)
 
 
 def main() -> None:

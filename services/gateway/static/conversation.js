@@ -5,6 +5,10 @@ import { StreamingAnswer, copyCode, renderSources, splitSources } from "./render
 
 const $ = (id) => document.getElementById(id);
 
+// Of an action waiting for approval: the argument shown as a block, and names for the rest.
+const BODY_OF = { "email.send": "body", notify: "message", python_run: "code" };
+const LABELS = { to: "To", subject: "Subject", title: "Title", domain: "Domain" };
+
 const STATUS_LABELS = {
   completed: "Completed",
   partial: "Partial answer: attempts ran out",
@@ -205,16 +209,21 @@ export class Conversation {
     c.approve.querySelector(".why").textContent = "Why it asks: " + approval.reason + ".";
     const list = c.approve.querySelector(".action");
     list.replaceChildren();
-    const shown = approval.action === "email.send" ? ["to", "subject"] : Object.keys(args);
-    for (const key of shown) {
+    // The long argument of a known action goes below as a block (an email's body, a
+    // notification's message, a program); every other one is a row: action, then arguments.
+    const body = Object.hasOwn(BODY_OF, approval.action) ? BODY_OF[approval.action] : null;
+    const rows = approval.action === "email.send" ? [] : [["Action", approval.action]];
+    for (const key of Object.keys(args)) {
+      if (key !== body) rows.push([Object.hasOwn(LABELS, key) ? LABELS[key] : key, args[key]]);
+    }
+    for (const [key, value] of rows) {
       const dt = document.createElement("dt");
-      dt.textContent = key === "to" ? "To" : key === "subject" ? "Subject" : key;
+      dt.textContent = key;
       const dd = document.createElement("dd");
-      dd.textContent = args[key] || "";
+      dd.textContent = value || "";
       list.append(dt, dd);
     }
-    c.approve.querySelector(".action-body").textContent =
-      approval.action === "email.send" ? args.body || "" : "";
+    c.approve.querySelector(".action-body").textContent = body ? args[body] || "" : "";
     c.approve.dataset.approval = approval.approval_id;
     c.approve.hidden = false;
     c.approve.querySelector(".yes").focus();

@@ -7,6 +7,9 @@ that could pass it is not made, and the loop stops saying which limit. Before ea
 budget's tool calls are checked: once they are spent the tools asked for are not run (the model
 is told so) and the model is asked to answer with what it has, without tools.
 
+Each tool call goes through `guard` (the operator's approval policy): it may run, be refused
+(a tool result says why), or stop the loop to ask a person, with nothing run.
+
 A step is one model turn. When the model answers without tool calls, that is the answer. When
 the last allowed turn still asks for tools, the loop stops without running them and says so:
 it never presents an unfinished task as done.
@@ -21,17 +24,25 @@ from typing import Any
 from openai.types.chat import ChatCompletionMessageParam
 
 from contracts import Usage
+from contracts.approvals import ApprovalAsk
 from contracts.events import TaskBudget
 from services.runtime.llm import ChatReply
 from services.runtime.requests.budgets import prompt_estimate
 from services.workers.spend import over as _over
 from services.workers.spend import tools_over
-from services.workers.tools.toolbox import Call, RunContext, ToolBox
+from services.workers.tools.toolbox import Call, Outcome, RunContext, ToolBox
 
 ANSWER_NOW = "Answer the user now with what you have; no more tools can run."
 ChatFn = Callable[[list[ChatCompletionMessageParam], list[dict[str, Any]]], Awaitable[ChatReply]]
+# Runs one call in the toolbox's place (the approval gate, tools/approvals.py): its outcome,
+# or an ApprovalAsk when it may not run without a person's approval (then the loop stops).
+Guard = Callable[[ToolBox, str, str, Call], Awaitable[Outcome | ApprovalAsk]]
 # Told of each call after it ran: (call id, tool, arguments as JSON text, result, ok).
 CallSeen = Callable[[str, str, str, str, bool], Awaitable[None]]
+
+
+async def _unguarded(toolbox: ToolBox, name: str, arguments: str, call: Call) -> Outcome:
+    return await toolbox.call(name, arguments, call)
 
 
 async def _unseen(call_id: str, tool: str, arguments: str, result: str, ok: bool) -> None:
@@ -54,6 +65,7 @@ class LoopOutcome:
     wanted: list[str] = field(default_factory=list)  # tools still asked for when it stopped
     over_budget: str | None = None  # the limit that stopped it before its next model call
     tool_limit: str | None = None  # the tool-call limit that stopped its tools, if one did
+    approval: ApprovalAsk | None = None  # the call that stopped it to ask a person first
 
     @property
     def finished(self) -> bool:
@@ -84,6 +96,7 @@ async def run_tool_loop(
     budget: TaskBudget | None = None,
     seen: CallSeen = _unseen,
     call_max: int = 0,
+    guard: Guard = _unguarded,
 ) -> LoopOutcome:
     conversation = list(messages)
     outcome = LoopOutcome(answer=None, steps=0)
@@ -111,9 +124,12 @@ async def run_tool_loop(
                     {"role": "tool", "tool_call_id": tool_call.id, "content": not_run}
                 )
                 continue
-            result = await toolbox.call(
-                tool_call.name, tool_call.arguments, Call(run, tool_call.id)
+            result = await guard(
+                toolbox, tool_call.name, tool_call.arguments, Call(run, tool_call.id)
             )
+            if isinstance(result, ApprovalAsk):  # nothing ran; the request parks on it
+                outcome.approval = result
+                return outcome
             outcome.usage = outcome.usage + Usage(tool_calls=1)
             outcome.calls.append(CallRecord(step, tool_call.name, result.ok))
             await seen(tool_call.id, tool_call.name, tool_call.arguments, result.content, result.ok)

@@ -8,11 +8,12 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from services.workers.settings import BraveSettings, provider_key
+from services.workers.settings import ApprovalSettings, BraveSettings, provider_key
 
 
-class ToolsSettings(BraveSettings):
-    """An empty key counts as no key (Brave's, for web_search, as the SEARCH kind's)."""
+class ToolsSettings(BraveSettings, ApprovalSettings):
+    """An empty key counts as no key (Brave's, for web_search, as the SEARCH kind's). The
+    approval policy is the email worker's (`SIDEKICK_APPROVALS`, `SIDEKICK_APPROVAL_POLICY`)."""
 
     model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
 

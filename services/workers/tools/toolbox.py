@@ -117,17 +117,20 @@ class Tool(Generic[A]):
             "function": {"name": self.name, "description": self.description, "parameters": schema},
         }
 
-    async def invoke(self, arguments: str, call: Call) -> str:
+    def validate(self, arguments: str) -> A:
+        """The model's arguments as the tool's model, or a ToolArgumentsError it can read."""
         data = parse_arguments(arguments)
         try:
-            args = self.args.model_validate(data)
+            return self.args.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
                 for e in exc.errors()[:5]
             )
             raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}.") from exc
-        return await self.fn(args, call)
+
+    async def invoke(self, arguments: str, call: Call) -> str:
+        return await self.fn(self.validate(arguments), call)
 
 
 F = TypeVar("F", bound=Callable[..., Awaitable[str]])
@@ -187,6 +190,19 @@ class ToolBox:
     @property
     def definitions(self) -> list[dict[str, Any]]:
         return [t.definition() for t in self._tools.values()]
+
+    def refusal(self, name: str, arguments: str) -> str | None:
+        """Why a built-in tool would refuse these arguments before doing anything (None: it
+        would not, or it is not a built-in tool), so no one is asked to approve a call that
+        cannot run."""
+        tool = self._tools.get(name)
+        if not isinstance(tool, Tool):
+            return None
+        try:
+            tool.validate(arguments)
+        except ToolArgumentsError as exc:
+            return f"ERROR: {exc}"
+        return None
 
     async def call(self, name: str, arguments: str, call: Call) -> Outcome:
         tool = self._tools.get(name)

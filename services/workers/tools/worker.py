@@ -1,4 +1,5 @@
-"""TOOLS: the model does the task with tools, in a bounded loop, and answers."""
+"""TOOLS: the model does the task with tools, in a bounded loop, and answers. Consequential
+tools are asked about first, by the operator's approval policy (tools/approvals.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from services.runtime.llm.prompts import conversation
 from services.runtime.requests.budgets import reply_limit
 from services.runtime.walls.egress import Egress
 from services.workers.base import WorkerDeps, result_for, task_prompt
+from services.workers.policy import Policy
+from services.workers.tools.approvals import ToolGate
 from services.workers.tools.catalog import Clients
 from services.workers.tools.loop import LoopOutcome, run_tool_loop
 from services.workers.tools.settings import ToolsSettings
@@ -75,6 +78,10 @@ class ToolsWorker:
         )
         self.builtin = self.clients.tools()
         self.mcp = mcp_tools(self.settings, limit=MAX_TOOLS - len(self.builtin))
+        # A policy that cannot be read stops the workers here, with the reason.
+        self.policy = Policy.configured(
+            self.settings.approvals, self.settings.approval_policy, deps.bus.settings.operators
+        )
 
     @property
     def toolbox(self) -> ToolBox:
@@ -83,6 +90,24 @@ class ToolsWorker:
             [*self.builtin, *(self.mcp.tools() if self.mcp is not None else ())],
             result_chars=self.settings.tools_result_chars,
             call_timeout=CALL_TIMEOUT,
+        )
+
+    def gate(self, task: WorkerTask, toolbox: ToolBox) -> ToolGate:
+        """The approval policy's gate over this task's tool calls."""
+        builtin = {t.name for t in self.builtin}
+        limits = {
+            "notify": self.settings.http_timeout,
+            "python_run": self.settings.python_wall_seconds,
+        }
+        return ToolGate(
+            self.policy,
+            task,
+            approvals=lambda: self.bus.kv.approvals,
+            ledger=lambda: self.bus.kv.ledger,
+            mcp_names=frozenset(n for n in toolbox.names if n not in builtin),
+            time_limit=lambda action: min(
+                CALL_TIMEOUT, limits.get(action, self.settings.mcp_call_timeout)
+            ),
         )
 
     async def startup(self) -> None:
@@ -138,25 +163,31 @@ class ToolsWorker:
             request_id=task.request_id, session_id=task.session_id, attempt=task.attempt
         )
         messages = conversation(SYSTEM, task.history, tools_prompt(task))
+        toolbox = self.toolbox
         try:
             outcome = await run_tool_loop(
                 self._chat,
                 messages,
-                self.toolbox,
+                toolbox,
                 run,
                 max_steps=self.settings.tools_max_steps,
                 budget=task.budget,
                 seen=lambda *call: self._seen(task, *call),
                 call_max=reply_limit(self.llm.config.max_tokens_answer),
+                guard=self.gate(task, toolbox),
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc), sources=run.sources)
         finally:
             await run.close()
-        log.info("tools task %s: %d steps, %s", task.request_id, outcome.steps, outcome.summary())
+        asks = f"; asks approval of {outcome.approval.action}" if outcome.approval else ""
+        summary = outcome.summary()
+        log.info("tools task %s: %d steps, %s%s", task.request_id, outcome.steps, summary, asks)
         return self._result(task, outcome, run)
 
     def _result(self, task: WorkerTask, outcome: LoopOutcome, run: RunContext) -> WorkerResult:
+        if outcome.approval is not None:  # nothing of it ran; the request parks on it
+            return result_for(task, success=False, approval=outcome.approval, usage=outcome.usage)
         if outcome.over_budget is not None:
             error = (
                 f"stopped before model call {outcome.steps + 1}: the request's "
