@@ -12,8 +12,10 @@ from contracts import (
     VerdictIssued,
     WorkerResult,
 )
-from services.orchestrator import loop
+from contracts.approvals import ApprovalAsk, digest_of
+from services.orchestrator import approvals, loop
 from services.orchestrator.loop import Dispatch, Evaluate, Finish
+from services.orchestrator.state import MAX_APPROVALS
 
 WORKERS = {"GENERAL", "SEARCH"}
 
@@ -191,6 +193,40 @@ def test_a_planner_question_parks_the_request_and_an_answer_resumes_it() -> None
     (msg,) = loop.next_messages(resumed)
     assert isinstance(msg, Dispatch) and msg.task.attempt == 2
     assert msg.task.clarifications == ["Q: Which year? A: 1999"]
+
+
+def _ask(action: str, n: int) -> WorkerResult:
+    arguments = {"value": str(n)}
+    approval = ApprovalAsk(
+        action=action, arguments=arguments, digest=digest_of(action, arguments), reason="asks"
+    )
+    return result(n, success=False, output="", approval=approval)
+
+
+def _approve_each(s: loop.LoopState, actions: list[str]) -> loop.LoopState:
+    """Each attempt's worker asks about the next action; each is approved in turn."""
+    for action in actions:
+        n = len(s.attempts)
+        s = loop.on_result(s, _ask(action, n))
+        if s.status != "awaiting_approval":
+            return s
+        assert s.approval is not None
+        decided = s.approval.model_copy(update={"state": "approved"})
+        s = approvals.decided(s, decided)
+    return s
+
+
+def test_approvals_are_bounded_per_action_and_per_request() -> None:
+    # Three rounds of one action (a model changing what it asks after each yes), then stopped.
+    s = _approve_each(started(), ["notify", "notify", "notify", "notify"])
+    assert s.status == "failed" and s.failure is not None
+    assert "approval of notify 3 times" in s.failure.error and len(s.approvals) == 3
+    # Different actions each asking are not that: they go on up to the request's bound.
+    actions = [f"mcp__tool{i}" for i in range(MAX_APPROVALS)] + ["python_run"]
+    s = _approve_each(started(), actions)
+    assert len(s.approvals) == MAX_APPROVALS and s.failure is not None
+    assert f"asked for {MAX_APPROVALS} approvals" in s.failure.error
+    assert "python_run was not done" in s.failure.error
 
 
 def test_a_cancel_ends_the_request_and_later_events_change_nothing() -> None:

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from contracts import RequestFailed, utcnow
 from contracts.approvals import Approval, ApprovalAsk
-from services.orchestrator.state import MAX_APPROVAL_ROUNDS, Attempt, LoopState
+from services.orchestrator.state import MAX_APPROVAL_ROUNDS, MAX_APPROVALS, Attempt, LoopState
 from services.runtime.requests.approvals import approval_id
 
 
@@ -19,13 +19,21 @@ def park(
     """Park the request on a new approval. Its principal may decide it (and so may the
     operators named in SIDEKICK_APPROVERS), unless the policy leaves it to operators only."""
     req = state.request
-    if len(state.approvals) >= MAX_APPROVAL_ROUNDS:
+    same = sum(1 for a in state.approvals if a.action == ask.action)
+    error = None
+    if same >= MAX_APPROVAL_ROUNDS:
+        error = (
+            f"Sidekick asked for approval of {ask.action} {same} times in this request, the "
+            "most it asks for one action, so it was not done; send the request again."
+        )
+    elif len(state.approvals) >= MAX_APPROVALS:
+        error = (
+            f"This request asked for {len(state.approvals)} approvals, the most one request "
+            f"may, so {ask.action} was not done; ask for the rest in a new request."
+        )
+    if error is not None:
         failure = RequestFailed(
-            request_id=req.request_id,
-            session_id=req.session_id,
-            code="worker_failed",
-            error=f"The {ask.action} action changed after each of {len(state.approvals)} "
-            "decisions, so it was not done; send the request again.",
+            request_id=req.request_id, session_id=req.session_id, code="worker_failed", error=error
         )
         return state.model_copy(update={"status": "failed", "failure": failure})
     approval = Approval(
