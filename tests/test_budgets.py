@@ -3,8 +3,8 @@ says otherwise): a request whose model-call budget runs out after attempt 1 of 3
 with its best answer and a note naming the limit, and never makes the next call; a worker that
 used more than its step held spends the day, its evaluation is not held (partial, naming the
 daily limit), and the principal is then refused at the gateway on the WebSocket, the workflows
-API and /v1, with the day's exact count; after a SIGKILL mid-request the day counts it once and
-its hold is settled."""
+API and /v1, with the day's exact count (the frontline's routing call included: it is counted at
+the handoff); after a SIGKILL mid-request the day counts it once and its hold is settled."""
 
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
         request_id = await bob.ack("search the tides")
         first = await bob.until_end_of(request_id)
         assert first.end["status"] == "partial"  # the worker's answer, never evaluated
-        assert "Note: this request stopped at its daily tokens budget (10025 of 10000" in (
+        # The day: the frontline's routing call (18), the decision (18), the worker (10,007).
+        assert "Note: this request stopped at its daily tokens budget (10043 of 10000" in (
             first.text
         )
         assert not fake_llm.chat_calls("fake-evaluator")
@@ -90,7 +91,7 @@ async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
         assert first.end["metadata"]["cost_usd"] == 0.010014
         await bob.send({"uuid": bob.uuid, "message": "search the moon"})
         refused = await bob.frames_until(lambda f: "error" in f)
-    said = "Today's budget for bob is spent (daily tokens: 10025 of 10000); it resets at 00:00 UTC"
+    said = "Today's budget for bob is spent (daily tokens: 10043 of 10000); it resets at 00:00 UTC"
     assert refused[-1]["error"]["code"] == "rate_limited"
     assert said in refused[-1]["error"]["message"]
     async with api(small_day.http_url, "bob") as http:
@@ -127,9 +128,10 @@ async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verd
             done = await erin.until_end_of(request_id)
     assert done.end["status"] == "completed"
     counted = await day_of(nc, three_calls, "erin")
-    # Decision, attempt, verdict: three calls of 11 + 7 tokens, each counted once.
-    assert (counted.input_tokens, counted.output_tokens, counted.calls) == (33, 21, 3)
-    assert counted.counted == [request_id]
+    # The frontline's routing call (counted at the handoff), decision, attempt, verdict: four
+    # calls of 11 + 7 tokens, each counted once.
+    assert (counted.input_tokens, counted.output_tokens, counted.calls) == (44, 28, 4)
+    assert counted.counted == [f"{request_id}.frontline", request_id]
     assert counted.held == {}  # the killed step's hold settled when the request was counted
 
     # The verdict delivered again, as a redelivery would, under another message id.

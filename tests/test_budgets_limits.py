@@ -84,7 +84,8 @@ async def test_a_session_over_its_budget_is_refused_with_a_clear_message(
         request_id = await victor.ack("search the tides")
         first = await victor.until_end_of(request_id)
         assert first.end["status"] == "partial"  # its answer, the evaluation never held
-        assert "Note: this request stopped at its session tokens budget (20025 of 20000" in (
+        # The routing call (18, counted at the handoff), the decision (18), the worker (20,007).
+        assert "Note: this request stopped at its session tokens budget (20043 of 20000" in (
             first.text
         )
         assert not fake_llm.chat_calls("fake-evaluator")
@@ -92,7 +93,7 @@ async def test_a_session_over_its_budget_is_refused_with_a_clear_message(
         refused = await victor.frames_until(lambda f: "error" in f)
     assert refused[-1]["error"]["code"] == "rate_limited"
     assert refused[-1]["error"]["message"] == (
-        "This session's budget is spent (session tokens: 20025 of 20000); "
+        "This session's budget is spent (session tokens: 20043 of 20000); "
         "start a new session to go on."
     )
     fake_llm.usage_of = lambda body: (11, 7)

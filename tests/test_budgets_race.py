@@ -1,13 +1,15 @@
 """Holds on live services: six requests of one principal race for the last of its day.
 
-Every fake model call here reports a 1,500-token prompt and a reply of its full `max_tokens`
-(500), so a request (decision, attempt, verdict) spends 6,000 tokens, and six of them would
-spend 36,000 of a 15,000-token day if each only checked the day before its calls. What holds
+Every orchestrated fake model call here reports a 1,500-token prompt and a reply of its full
+`max_tokens` (500), so a request (decision, attempt, verdict) spends 6,000 tokens, and six of
+them would spend 36,000 of a 15,000-token day if each only checked the day before its calls. The
+frontline's routing call reports its prompt as the frontline estimates it, and its full
+`max_tokens`: what it holds; it is counted at the handoff. What holds
 promise (services/runtime/requests/holds.py): each step is sent only once its maximum is held,
 with the day's spend and every live hold within the limit; so, as no call here uses more than it
-held, the day's count never passes 15,000, each request is counted exactly once, no hold is left
-when they have ended, and a request refused ends saying it stopped at its daily tokens budget
-(or, once the day is spent or held, is refused at the gateway)."""
+held, the day's count never passes 15,000, each request (and each routing call) is counted
+exactly once, no hold is left when they have ended, and a request refused ends saying it stopped
+at its daily tokens budget (or, once the day is spent or held, is refused at the gateway)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import AuthClient
 from tests.support.harness import Conversation, System
 from tests.test_budgets import budget_system, day_of
+from tests.test_budgets_direct import as_estimated
 
 DAY = 15_000
 WORDS = ("tides", "moon", "harbour", "lighthouse", "ferries", "dunes")
@@ -60,7 +63,9 @@ def tokens_of(convo: Conversation) -> int:
 async def test_six_requests_racing_for_the_last_of_a_day_never_spend_past_it(
     race: System, fake_llm: FakeOpenAI, nc: NATS
 ) -> None:
-    fake_llm.usage_of = lambda body: (1500, int(body.get("max_tokens") or 500))
+    fake_llm.usage_of = lambda body: (
+        as_estimated(body) if body["model"] == "fake-frontline" else (1500, int(body["max_tokens"]))
+    )
     outcomes = await asyncio.gather(*(one_request(race, w) for w in WORDS))
     ended = [o for o in outcomes if isinstance(o, Conversation)]
     at_gateway = [o for o in outcomes if isinstance(o, dict)]
@@ -70,13 +75,17 @@ async def test_six_requests_racing_for_the_last_of_a_day_never_spend_past_it(
     day = await day_of(nc, race, "dora")
     spent = day.input_tokens + day.output_tokens
     assert spent <= DAY, (spent, [c.end["status"] for c in ended])
-    # Every model call the requests made (each reports 2,000 tokens) is counted, once.
+    # Every model call the requests made (each orchestrated one reports 2,000 tokens) is
+    # counted, once.
     calls = sum(
         len(fake_llm.chat_calls(f"fake-{r}")) for r in ("orchestrator", "worker", "evaluator")
     )
-    assert (day.calls, spent) == (calls, 2000 * calls)
+    routing = [sum(as_estimated(body)) for body in fake_llm.chat_calls("fake-frontline")]
+    assert (day.calls, spent) == (calls + len(routing), 2000 * calls + sum(routing))
     assert sum(tokens_of(c) for c in completed) == 6000 * len(completed)
-    assert len(day.counted) == len(ended)
+    # A request the frontline refused made no call and counted nothing; every other one was
+    # counted twice: its routing call at the handoff, and the rest at its end.
+    assert len(day.counted) == 2 * len(routing) and len(routing) <= len(ended)
     assert day.held == {}  # every hold settled when its request ended
     assert completed, "the day holds at least one whole request"
     assert stopped or at_gateway, "six whole requests cannot fit in the day"

@@ -15,9 +15,11 @@ from contracts import (
     RequestRouted,
     SessionRecord,
     Turn,
+    Usage,
 )
 from contracts.events import ProgressStage
 from services.frontline import prompts
+from services.frontline.spending import Spending
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.base.metrics import CANCELLATIONS
 from services.runtime.bus.core import Bus, msg_id
@@ -25,7 +27,7 @@ from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.llm.prompts import conversation
-from services.runtime.requests.budgets import cost, prices
+from services.runtime.requests.budgets import Limit, cost
 from services.runtime.requests.cancels import Cancellations
 from services.runtime.requests.failures import failure_code
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
@@ -43,7 +45,7 @@ class Frontline:
         self.bus = bus
         self.llm = llm
         self.cancels = cancels
-        self.prices = prices(bus.settings.prices)  # a direct answer is priced as any other
+        self.spending = Spending(bus)
 
     async def handle(self, req: ChatRequested) -> None:
         tracked = await records(self.bus).load(req.request_id)
@@ -68,6 +70,10 @@ class Frontline:
         def build(how: Convention) -> Messages:
             return conversation(prompts.system(how), history, req.message)
 
+        refused = await self.spending.hold(req, self.spending.ask(build))
+        if refused is not None:  # the call would pass a limit: never made
+            await self._over_budget(req, refused)
+            return
         # One model call: it streams the answer (tokens go to the client as they come) or
         # calls `route` instead; the first tokens tell which.
         try:
@@ -78,14 +84,18 @@ class Frontline:
                     if self.cancels.is_set(req.request_id):
                         # Leaving the loop closes the stream: the model call is aborted.
                         CANCELLATIONS.labels("frontline").inc()
+                        await self.spending.count(req, reply.usage)
                         await answer.settle()
                         await self._cancelled(req)
                         return
                     await answer.text(delta)
         except MODEL_ERRORS as exc:
+            await self.spending.count(req, reply.usage)
             await answer.settle()
             await self._fail(req, exc)
             return
+        # Counted before anyone sees the end, or, routed, before the orchestrator has it.
+        await self.spending.count(req, reply.usage)
         if reply.called is not None:
             await answer.settle()
             await self._route(req, history, reply.called)
@@ -100,7 +110,7 @@ class Frontline:
             output=reply.text,
             route="direct",
             usage=reply.usage,
-            cost_usd=cost(reply.usage, self.prices),
+            cost_usd=cost(reply.usage, self.spending.table),
             usage_estimated=reply.usage.counted_calls > 0,
         )
         await finish(self.bus, done, known=tracked_now, session=session)
@@ -141,7 +151,17 @@ class Frontline:
         )
         await finish(self.bus, failed)
 
+    async def _over_budget(self, req: ChatRequested, limit: Limit) -> None:
+        failed = RequestFailed(
+            request_id=req.request_id,
+            session_id=req.session_id,
+            code="budget_exhausted",
+            error=limit.note().removeprefix("Note: "),
+        )
+        await finish(self.bus, failed)
+
     async def exhausted(self, req: ChatRequested, exc: BaseException) -> None:
+        await self.spending.count(req, Usage())  # its hold, if it took one, is dropped
         failed = RequestFailed(
             request_id=req.request_id,
             session_id=req.session_id,

@@ -104,8 +104,9 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "frontline": Role(
             consumers=("frontline",),
-            reads=("sessions", "status", "ledger", "endpoints"),
-            writes=("sessions", "status", "ledger", "endpoints"),
+            # budgets: a direct answer's call is held against its day and session, and counted.
+            reads=("sessions", "status", "ledger", "budgets", "endpoints"),
+            writes=("sessions", "status", "ledger", "budgets", "endpoints"),
             # chat.requested: the session's next request, when this one's end starts it.
             publish=(
                 s.chat_requested,

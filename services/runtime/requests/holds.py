@@ -22,25 +22,36 @@ its request's hold already covers writes nothing.
 A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its allowance, less
 when less is left, but at least one call's maximum; what it was granted is what it may use
 (`TaskBudget.tokens`), checked before each of its calls.
+
+`hold_both` holds a step in the day and then the session; `settle` counts an ended spend in
+both (dropping its holds) and in the Prometheus counters, once.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nats.js.kv import KeyValue
 
-from services.runtime.bus.kvstore import get_model, write_if
+from contracts import Usage
+from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
+from services.runtime.base.settings import Settings
+from services.runtime.bus.kvstore import get_model, key_for, write_if
 from services.runtime.requests.budgets import (
     CAS_TRIES,
     TURNS,
     Day,
+    Days,
     Hold,
     Limit,
     Scope,
     backoff,
+    cost,
+    day_key,
+    limits_of,
+    session_key,
 )
 
 
@@ -127,3 +138,53 @@ def _refusal(
         return Limit(f"{scope} tokens", limits[0], tokens + ask.used_tokens, ask.least)
     needed = round(ask.least * ask.usd_per_token, 6)
     return Limit(f"{scope} money (USD)", limits[1], round(usd + ask.used_usd, 6), needed)
+
+
+async def hold_both(
+    kv: KeyValue,
+    settings: Settings,
+    who: tuple[str, str],
+    holder: str,
+    ask: Ask,
+) -> int | Limit:
+    """Hold `ask` for `holder` against the day of `who`'s principal, then its session (`who`:
+    principal, session id): the tokens granted in both, or the first limit it would pass."""
+    principal, session_id = who
+    scopes: tuple[tuple[Scope, str], ...] = (
+        ("daily", day_key(principal)),
+        ("session", session_key(principal, session_id)),
+    )
+    granted = ask.tokens
+    for scope, key in scopes:
+        ttl = settings.budget_request_seconds
+        got = await hold(
+            kv, key, holder, replace(ask, tokens=granted), limits_of(settings, scope), scope, ttl
+        )
+        if isinstance(got, Limit):
+            return got
+        granted = min(granted, got)
+    return granted
+
+
+async def settle(
+    kv: KeyValue,
+    who: tuple[str, str],
+    holder: str,
+    usage: Usage,
+    table: dict[str, tuple[float, float]],
+) -> bool:
+    """Count `holder`'s ended spend in the day and the session of `who` (principal, session
+    id), once each, dropping its holds, and in the counters; whether this call counted it (a
+    redelivery finds it counted and counts nothing)."""
+    principal, session_id = who
+    days = Days(kv)
+    usd = cost(usage, table)
+    _, fresh = await days.charge(principal, holder, usage, usd)
+    await days.charge(principal, holder, usage, usd, key=session_key(principal, session_id))
+    if fresh:
+        hashed = key_for(principal)[:12]
+        for model, used in usage.models.items():
+            SPEND_TOKENS.labels(hashed, model, "input").inc(used.input_tokens)
+            SPEND_TOKENS.labels(hashed, model, "output").inc(used.output_tokens)
+            SPEND_USD.labels(hashed, model).inc(cost(Usage(models={model: used}), table))
+    return fresh
