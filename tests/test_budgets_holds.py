@@ -2,7 +2,8 @@
 1,000-token day are granted exactly ten times (compare-and-set); the same step held again (a
 redelivery) is granted what it was, without a second hold; a step its request's hold covers
 writes nothing, one it does not replaces the hold; a request's count drops its hold;
-and a hold whose request died lapses after its time, giving its room back."""
+a hold whose request died lapses after its time, giving its room back; and a step its session
+refuses leaves no hold in its day."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from nats.aio.client import Client as NATS
 from nats.js.kv import KeyValue
 
 from contracts import Usage
-from services.runtime.requests.budgets import Day, Days, Limit
-from services.runtime.requests.holds import Ask, hold
+from services.runtime.base.settings import Settings
+from services.runtime.requests.budgets import Day, Days, Limit, day_key, session_key
+from services.runtime.requests.holds import Ask, hold, hold_both
 from tests.support.workers_support import wait_for
 
 LIMITS = (1000, 100.0)
@@ -82,3 +84,14 @@ async def test_a_hold_whose_request_died_lapses_after_its_time(kv: KeyValue) -> 
     await wait_for(granted, timeout=10)
     assert time.monotonic() - taken >= 0.9
     assert list((await stored(kv)).held) == ["alive"]  # the lapsed hold is gone from the value
+
+
+async def test_a_step_its_session_refuses_leaves_no_hold_in_its_day(kv: KeyValue) -> None:
+    settings = Settings(budget_daily_tokens=1000, budget_session_tokens=150)
+    who = ("pat", "pat/s1")
+    assert await hold_both(kv, settings, who, "r1", ask(tokens=100)) == 100
+    refused = await hold_both(kv, settings, who, "r2", ask(tokens=100))
+    assert isinstance(refused, Limit) and refused.what == "session tokens"
+    day = Day.model_validate_json((await kv.get(day_key("pat"))).value or b"")
+    session = Day.model_validate_json((await kv.get(session_key(*who))).value or b"")
+    assert list(day.held) == list(session.held) == ["r1"]

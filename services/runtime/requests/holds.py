@@ -23,12 +23,14 @@ A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its
 when less is left, but at least one call's maximum; what it was granted is what it may use
 (`TaskBudget.tokens`), checked before each of its calls.
 
-`hold_both` holds a step in the day and then the session; `settle` counts an ended spend in
-both (dropping its holds) and in the Prometheus counters, once.
+`hold_both` holds a step in the day and then the session (a step the session refuses leaves no
+hold in the day); `settle` counts an ended spend in both (dropping its holds) and in the
+Prometheus counters, once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass, replace
@@ -155,15 +157,35 @@ async def hold_both(
         ("session", session_key(principal, session_id)),
     )
     granted = ask.tokens
-    for scope, key in scopes:
+    for n, (scope, key) in enumerate(scopes):
         ttl = settings.budget_request_seconds
         got = await hold(
             kv, key, holder, replace(ask, tokens=granted), limits_of(settings, scope), scope, ttl
         )
-        if isinstance(got, Limit):
+        if isinstance(got, Limit):  # nothing is sent: the day's hold goes if the session refused
+            for _, taken in scopes[:n]:
+                await release(kv, taken, holder)
             return got
         granted = min(granted, got)
     return granted
+
+
+async def release(kv: KeyValue, key: str, holder: str) -> None:
+    """Drop `holder`'s hold at `key` without counting anything (its step is not sent)."""
+    async with TURNS.turn(key):
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                await backoff(attempt)
+            found, revision = await get_model(kv, key, Day)
+            if found is None or holder not in found.held:
+                return
+            held = {r: h for r, h in found.held.items() if r != holder}
+            if (
+                await write_if(kv, key, found.model_copy(update={"held": held}), revision)
+                is not None
+            ):
+                return
+    raise RuntimeError(f"could not release the hold of {holder} (contention)")
 
 
 async def settle(
@@ -179,8 +201,10 @@ async def settle(
     principal, session_id = who
     days = Days(kv)
     usd = cost(usage, table)
-    _, fresh = await days.charge(principal, holder, usage, usd)
-    await days.charge(principal, holder, usage, usd, key=session_key(principal, session_id))
+    (_, fresh), _ = await asyncio.gather(  # two keys, each its own compare-and-set
+        days.charge(principal, holder, usage, usd),
+        days.charge(principal, holder, usage, usd, key=session_key(principal, session_id)),
+    )
     if fresh:
         hashed = key_for(principal)[:12]
         for model, used in usage.models.items():
