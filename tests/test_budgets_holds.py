@@ -2,8 +2,8 @@
 1,000-token day are granted exactly ten times (compare-and-set); the same step held again (a
 redelivery) is granted what it was, without a second hold; a step its request's hold covers
 writes nothing, one it does not replaces the hold; a request's count drops its hold;
-a hold whose request died lapses after its time, giving its room back; and a step its session
-refuses leaves no hold in its day."""
+a hold whose request died lapses after its time, giving its room back; and a call its day or
+its session refuses leaves no hold in the other."""
 
 from __future__ import annotations
 
@@ -86,12 +86,17 @@ async def test_a_hold_whose_request_died_lapses_after_its_time(kv: KeyValue) -> 
     assert list((await stored(kv)).held) == ["alive"]  # the lapsed hold is gone from the value
 
 
-async def test_a_step_its_session_refuses_leaves_no_hold_in_its_day(kv: KeyValue) -> None:
-    settings = Settings(budget_daily_tokens=1000, budget_session_tokens=150)
+@pytest.mark.parametrize(
+    ("day", "session", "refused_by"),
+    [(1000, 150, "session tokens"), (150, 1000, "daily tokens")],
+)
+async def test_a_call_refused_by_its_day_or_its_session_leaves_no_hold_in_the_other(
+    kv: KeyValue, day: int, session: int, refused_by: str
+) -> None:
+    settings = Settings(budget_daily_tokens=day, budget_session_tokens=session)
     who = ("pat", "pat/s1")
-    assert await hold_both(kv, settings, who, "r1", ask(tokens=100)) == 100
+    assert await hold_both(kv, settings, who, "r1", ask(tokens=100)) is None
     refused = await hold_both(kv, settings, who, "r2", ask(tokens=100))
-    assert isinstance(refused, Limit) and refused.what == "session tokens"
-    day = Day.model_validate_json((await kv.get(day_key("pat"))).value or b"")
-    session = Day.model_validate_json((await kv.get(session_key(*who))).value or b"")
-    assert list(day.held) == list(session.held) == ["r1"]
+    assert isinstance(refused, Limit) and refused.what == refused_by
+    for key in (day_key("pat"), session_key(*who)):
+        assert list(Day.model_validate_json((await kv.get(key)).value or b"").held) == ["r1"]

@@ -66,8 +66,7 @@ class Spending:
         if limit is not None:
             return limit
         who = (req.principal, req.session_id)
-        got = await hold_both(self.bus.kv.budgets, settings, who, holder(req.request_id), ask)
-        return got if isinstance(got, Limit) else None
+        return await hold_both(self.bus.kv.budgets, settings, who, holder(req.request_id), ask)
 
     async def count(self, req: ChatRequested, usage: Usage) -> None:
         """Count the call's usage in the day and the session (once), dropping the hold."""

@@ -23,8 +23,8 @@ A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its
 when less is left, but at least one call's maximum; what it was granted is what it may use
 (`TaskBudget.tokens`), checked before each of its calls.
 
-`hold_both` holds a step in the day and then the session (a step the session refuses leaves no
-hold in the day); `settle` counts an ended spend in both (dropping its holds) and in the
+`hold_both` holds one call in the day and the session at once (refused in one, it is held in
+neither); `settle` counts an ended spend in both (dropping its holds) and in the
 Prometheus counters, once.
 """
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from nats.js.kv import KeyValue
 
@@ -148,26 +148,27 @@ async def hold_both(
     who: tuple[str, str],
     holder: str,
     ask: Ask,
-) -> int | Limit:
-    """Hold `ask` for `holder` against the day of `who`'s principal, then its session (`who`:
-    principal, session id): the tokens granted in both, or the first limit it would pass."""
+) -> Limit | None:
+    """Hold one call's `ask` (its maximum, whole or not at all) for `holder` against the day of
+    `who`'s principal and its session (`who`: principal, session id), both at once: None once
+    held in both, else the limit it would pass (the day's first), with no hold left in either."""
+    if ask.tokens != ask.least:
+        raise ValueError("hold_both holds one call's maximum: tokens == least")
     principal, session_id = who
     scopes: tuple[tuple[Scope, str], ...] = (
         ("daily", day_key(principal)),
         ("session", session_key(principal, session_id)),
     )
-    granted = ask.tokens
-    for n, (scope, key) in enumerate(scopes):
-        ttl = settings.budget_request_seconds
-        got = await hold(
-            kv, key, holder, replace(ask, tokens=granted), limits_of(settings, scope), scope, ttl
-        )
-        if isinstance(got, Limit):  # nothing is sent: the day's hold goes if the session refused
-            for _, taken in scopes[:n]:
-                await release(kv, taken, holder)
-            return got
-        granted = min(granted, got)
-    return granted
+    ttl = settings.budget_request_seconds
+    got = await asyncio.gather(
+        *(hold(kv, key, holder, ask, limits_of(settings, s), s, ttl) for s, key in scopes)
+    )
+    refused = next((g for g in got if isinstance(g, Limit)), None)
+    if refused is not None:  # nothing is sent: no hold stays
+        for (_, key), g in zip(scopes, got, strict=True):
+            if not isinstance(g, Limit):
+                await release(kv, key, holder)
+    return refused
 
 
 async def release(kv: KeyValue, key: str, holder: str) -> None:
