@@ -3,7 +3,8 @@
 A request's spend is its model usage so far (tokens in and out, model calls, per model) plus its
 wall time; money is the usage priced by `PRICES` (per million tokens), overridable with
 `SIDEKICK_PRICES`. The orchestrator checks the request's and the principal's budget before it
-dispatches each attempt and each evaluation; the gateway refuses a new request of a principal
+dispatches each attempt and each evaluation, the frontline before its one call
+(services/frontline/spending.py); the gateway refuses a new request of a principal
 whose day is spent. A principal's day is one key in the `budgets` bucket, added to by
 compare-and-set once per request (the request ids counted are kept in the value, so a
 redelivered end, or a second replica, never counts a request twice). A session's spend is kept
