@@ -191,6 +191,7 @@ async def test_a_frontline_killed_mid_call_and_restarted_counts_the_request_once
             gate.set()
             await asyncio.to_thread(direct.restart, "frontline")
             done = await ivan.until_end_of(request_id)
+            session = await session_of(nc, direct, "ivan", ivan.uuid)
     finally:
         gate.set()
     assert done.end["status"] == "completed"
@@ -198,7 +199,7 @@ async def test_a_frontline_killed_mid_call_and_restarted_counts_the_request_once
     # The killed call never reported its usage to anyone (it is the in-flight call the count
     # may lose); the call made on redelivery is counted, once.
     assert len(fake_llm.chat_calls("fake-frontline")) == 2
-    day = await day_of(nc, direct, "ivan")
-    assert (day.input_tokens, day.output_tokens, day.calls) == (11, 7, 1)
-    assert day.counted == [f"{request_id}.frontline"]
-    assert day.held == {}
+    for counted in (await day_of(nc, direct, "ivan"), session):
+        assert (counted.input_tokens, counted.output_tokens, counted.calls) == (11, 7, 1)
+        assert counted.counted == [f"{request_id}.frontline"]
+        assert counted.held == {}
