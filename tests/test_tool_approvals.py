@@ -3,8 +3,7 @@
 the fake Pushover, a real MCP server over stdio and real Chromium on a local site.
 
 The policy here: notify and the MCP tool `vault__tally` ask, python_run is denied, a browser
-navigation to a new host asks (a link to one is not followed: the model is told to ask), and
-`vault__reverse` is left to an operator. Asking parks the
+navigation to a new host asks, and `vault__reverse` is left to an operator. Asking parks the
 request with the call's exact arguments; a yes runs exactly those once (a SIGKILLed worker and
 the redelivered task included), a no becomes a tool result the model answers from, a changed
 call asks anew and the old approval stays unused, and a denied tool is never run."""
@@ -88,29 +87,12 @@ def tally(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def away() -> Iterator[FakeSite]:
-    """A second site, reached as localhost: another host than `site` (127.0.0.1)."""
-    with FakeSite() as fake:
-        fake.page("/", "<title>Away</title><p>the other host</p>")
-        yield fake
-
-
-def away_host_port(away: FakeSite) -> str:
-    return f"localhost:{away.url.rsplit(':', 1)[1]}"
-
-
-def away_url(away: FakeSite) -> str:
-    return f"http://{away_host_port(away)}/"
-
-
-@pytest.fixture(scope="module")
 def gated(
     nats_server: NatsServer,
     fake_llm: FakeOpenAI,
     logs_dir: Path,
     pushover: HeldPushover,
     site: FakeSite,
-    away: FakeSite,
     tally: Path,
     files: Path,
     tmp_path_factory: pytest.TempPathFactory,
@@ -126,7 +108,7 @@ def gated(
         "SIDEKICK_APPROVERS": OPERATOR,
         "SIDEKICK_MCP_CONFIG": str(config),
         "SIDEKICK_FILES_ROOT": str(files),
-        "SIDEKICK_EGRESS_ALLOW": f"{site.host_port},{away_host_port(away)}",
+        "SIDEKICK_EGRESS_ALLOW": site.host_port,
         "PUSHOVER_TOKEN": pushover.token,
         "PUSHOVER_USER": pushover.user,
         "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
@@ -368,46 +350,6 @@ async def test_a_new_host_in_the_browser_asks_first_and_then_its_pages_open(
     assert done.end["status"] == "completed", done.frames
     assert f"second page {tag}" in done.text
     assert [h for h in site.hits if tag in h] == [f"/one-{tag}", f"/two-{tag}"]
-
-
-async def test_a_link_to_another_host_is_not_followed_and_the_model_asks_for_it_instead(
-    gated: System, fake_llm: FakeOpenAI, site: FakeSite, away: FakeSite
-) -> None:
-    tag = uuid.uuid4().hex[:8]
-    far = away_url(away)
-    home = site.page(f"/home-{tag}", f'<title>Home</title><a id="out" href="{far}">Away</a>')
-    steps = [
-        tool_call("browser_navigate", {"url": home}),
-        tool_call("browser_click", {"selector": "#out"}),
-        tool_call("browser_navigate", {"url": far}),  # as the click's result says
-    ]
-
-    def model(body: dict[str, Any]) -> Reply:
-        results = tool_results(body)
-        if len(results) < len(steps):
-            return Reply(tool_calls=[steps[len(results)]])
-        return Reply("The tools said: " + " | ".join(r["content"] for r in results))
-
-    async with AuthClient(gated.ws_url, "zoe", events=True) as zoe:
-        request_id, first = await ask_parked(zoe, fake_llm, model, "follow my link")
-        assert first["arguments"] == {"domain": "127.0.0.1"}
-        await zoe.send({"uuid": zoe.uuid, "message": "yes", "reply_to": request_id})
-        second = await parked(zoe, request_id)  # the click was stopped; navigate asks
-        assert second["arguments"] == {"domain": "localhost"}
-        assert f"the browser would open {far}, on a host not opened" in second["reason"]
-        assert [p for p in away.hits if p != "/favicon.ico"] == []
-        done = await decide(zoe, request_id, "yes")
-    assert done.end["status"] == "completed", done.frames
-    stopped = (
-        f"ERROR: The browser did not open {far}: the page (a link, a form or a script) led "
-        "there, to localhost, a host not opened in this run. Nothing was loaded from it. The "
-        "operator's approval policy asks a person before the browser opens a new host: to go "
-        f"there, call browser_navigate with {far}, and a person will be asked to approve it."
-    )
-    assert stopped in done.text
-    assert f"Opened {far} (HTTP 200)" in done.text
-    # Only the approved browser_navigate reached the other host; the clicks never did.
-    assert [p for p in away.hits if p != "/favicon.ico"] == ["/"]
 
 
 async def test_the_page_shows_a_notification_to_approve_as_text(
