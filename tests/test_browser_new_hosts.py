@@ -7,6 +7,7 @@ operator-trusted for the egress wall, which is not what stops anything here)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -56,6 +57,9 @@ def home(away: FakeSite) -> Iterator[FakeSite]:
         )
         fake.page("/two", "<title>Two</title><p>still home</p>")
         fake.page("/script", f"<title>Script</title><script>location = {json.dumps(far)}</script>")
+        fake.page(
+            "/refresh", f'<title>Refresh</title><meta http-equiv="refresh" content="0;url={far}">'
+        )
         fake.page("/framed", f'<title>Framed</title><iframe src="{away_url(away, "/frame")}">')
         fake.route("GET", "/bounce", lambda rec: Response(302, b"", {"Location": far}))
         fake.route("GET", "/hop", lambda rec: Response(302, b"", {"Location": "/bounce"}))
@@ -139,17 +143,21 @@ async def test_an_http_redirect_to_another_host_sends_it_nothing(
     assert home.hits.count("/bounce") == 2 and home.hits.count("/hop") == 1
 
 
-async def test_a_script_that_moves_the_page_to_another_host_sends_it_nothing(
+async def test_a_script_or_a_meta_refresh_to_another_host_sends_it_nothing(
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
     async with task(browser, "ask") as t:
-        text, _ = await t.call("browser_navigate", url=home.url + "/script")
-        told = asks_for(away_url(away, "/"), PAGE)
-        if told not in text:  # the script's navigation may be stopped just after the answer
-            text, _ = await t.call("browser_text")
-        assert told in text, text
-        assert (await t.call("browser_text"))[0].startswith(f"Page {home.url}/script")
+        for path in ("/script", "/refresh"):  # `location = …`, and a meta refresh
+            text, _ = await t.call("browser_navigate", url=home.url + path)
+            told = asks_for(away_url(away, "/"), PAGE)
+            for _ in range(50):  # its navigation may be stopped just after the answer
+                if told in text:
+                    break
+                await asyncio.sleep(0.1)
+                text, _ = await t.call("browser_text")
+            assert told in text, text
+            assert (await t.call("browser_text"))[0].startswith(f"Page {home.url}{path}")
     assert pages_since(away, start) == []
 
 

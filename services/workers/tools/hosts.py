@@ -83,16 +83,6 @@ class Hosts:
         """Whether a navigation to a new host may be stopped (the ruling is not `allow`)."""
         return self.ruling.decision != "allow"
 
-    def is_new(self, url: str) -> bool:
-        host = host_of(url)
-        return host is not None and host not in self.opened
-
-    def let_through(self, url: str) -> None:
-        """A navigation to `url` was let through by the gate: its host counts as opened."""
-        host = host_of(url)
-        if host is not None:
-            self.opened.add(host)
-
     def check(self, url: str, via: Via) -> Blocked | None:
         """None when a navigation to `url` may go on (its host is opened, or now opened by an
         `allow`, or it has none); otherwise why it may not."""
