@@ -193,7 +193,7 @@ class BrowserSession:
         self._context: BrowserContext | None = None
         self._proxy: FilteringProxy | None = None
         self._page: Page | None = None
-        self._gate = NavigationGate(run.hosts)
+        self._gate = NavigationGate(run.hosts, run.request_id)
         self._told = 0  # how many of the gate's stopped navigations the model was told of
         self._shots = 0
 

@@ -36,8 +36,9 @@ class NavigationGate:
     """One task's check of its page's navigations; `blocked` lists what it stopped, newest
     last."""
 
-    def __init__(self, hosts: Hosts) -> None:
+    def __init__(self, hosts: Hosts, request_id: str = "") -> None:
         self.hosts = hosts
+        self.request_id = request_id
         self.blocked: list[Blocked] = []
         self._page: Page | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -79,7 +80,12 @@ class NavigationGate:
                 await session.send("Fetch.continueRequest", {"requestId": request_id})
                 return
             self.blocked.append(blocked)
-            log.info("browser: stopped a navigation to %s (%s)", blocked.host, blocked.via)
+            log.info(
+                "browser: stopped a navigation to %s (%s) of %s",
+                blocked.host,
+                blocked.via,
+                self.request_id,
+            )
             await session.send(
                 "Fetch.failRequest", {"requestId": request_id, "errorReason": "Aborted"}
             )
