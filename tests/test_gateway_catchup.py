@@ -3,7 +3,9 @@
 node only, every other service the other two. A request's worker is held; the gateway's node is
 killed; the held answer goes on, so the request's end is published and stored while the gateway
 cannot hear it; the node comes back. The client, still on the gateway's WebSocket, gets that end
-exactly once."""
+exactly once; so do HTTP callers waiting at that gateway: a `/v1` call, a streaming `/v1` call,
+a workflows chat (these wait on the gateway's core subscription) and an AG-UI run (it follows
+the results stream)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import contextlib
 import json
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from nats.aio.client import Client as NATS
 
@@ -23,6 +27,7 @@ from services.runtime.bus.core import OUTAGE_ERRORS
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
 from tests.support.harness import Client, llm_env
 from tests.support.natscluster import ClusterSystem, NatsCluster, finals_by_request
+from tests.support.sse import events
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -179,3 +184,102 @@ async def test_an_end_published_while_the_gateway_reconnects_reaches_its_socket_
     assert len(first_ends) == 1, frames
     assert first_ends[0]["status"] == "completed", first_ends
     assert "Traceback" not in split.log("gateway"), split.log("gateway")[-3000:]
+
+
+async def v1_call(base: str, text: str) -> dict[str, Any]:
+    """A blocking /v1 call: the completion."""
+    body = {"model": "sidekick", "messages": [{"role": "user", "content": text}]}
+    async with httpx.AsyncClient(base_url=base, timeout=200) as http:
+        resp = await http.post("/v1/chat/completions", json=body)
+    assert resp.status_code == 200, resp.text
+    completion: dict[str, Any] = resp.json()
+    return completion
+
+
+async def workflow_chat(base: str, workflow: str, text: str) -> str:
+    """A question about a workflow (any request of the caller's): the response."""
+    async with httpx.AsyncClient(base_url=base, timeout=200) as http:
+        resp = await http.post(f"/api/workflows/{workflow}/chat", json={"message": text})
+    assert resp.status_code == 200, resp.text
+    return str(resp.json()["response"])
+
+
+async def v1_stream(base: str, text: str) -> list[str]:
+    """A streaming /v1 call: each chunk's finish reason, up to [DONE]."""
+    body = {"model": "sidekick", "messages": [{"role": "user", "content": text}], "stream": True}
+    finishes: list[str] = []
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=200) as http,
+        http.stream("POST", "/v1/chat/completions", json=body) as resp,
+    ):
+        async for sse in events(resp):
+            if sse.data == "[DONE]":
+                return finishes
+            data = sse.json
+            assert "error" not in data, data
+            finishes += [c["finish_reason"] for c in data["choices"] if c["finish_reason"]]
+    return finishes
+
+
+async def agui_run(base: str, text: str) -> list[str]:
+    """An AG-UI run: its event types, up to its end."""
+    body = {
+        "threadId": uuid.uuid4().hex[:12],
+        "runId": "run-" + uuid.uuid4().hex[:12],
+        "messages": [{"id": "m1", "role": "user", "content": text}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    types: list[str] = []
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=200) as http,
+        http.stream("POST", "/ag-ui", json=body) as resp,
+    ):
+        async for sse in events(resp):
+            types.append(sse.json["type"])
+            if types[-1] in ("RUN_FINISHED", "RUN_ERROR"):
+                break
+    return types
+
+
+async def test_http_callers_waiting_on_a_request_get_an_end_published_while_it_reconnects(
+    split: ClusterSystem, cluster: NatsCluster, fake_llm: FakeOpenAI, admin: NATS
+) -> None:
+    hold = threading.Event()
+    script(fake_llm, hold)
+    n0 = cluster.nodes[0]
+    base = split.http_url
+    earlier = (await v1_call(base, "a quick question"))["id"].removeprefix("chatcmpl-")
+    assert await stored(admin, earlier, 30) == 1
+    before = sum((await finals_by_request(admin, NAMESPACE)).values())
+    try:
+        calls: dict[str, asyncio.Task[Any]] = {
+            "v1": asyncio.create_task(v1_call(base, "held for v1")),
+            "workflows chat": asyncio.create_task(workflow_chat(base, earlier, "held for chat")),
+            "v1 stream": asyncio.create_task(v1_stream(base, "held for v1 stream")),
+            "ag-ui": asyncio.create_task(agui_run(base, "held for ag-ui")),
+        }
+        await until(lambda: len(fake_llm.chat_calls("fake-worker")) >= 5, 60, "not in flight")
+        n0.kill()
+        hold.set()
+        for _ in range(120):
+            with contextlib.suppress(*OUTAGE_ERRORS):
+                if sum((await finals_by_request(admin, NAMESPACE)).values()) >= before + 4:
+                    break
+            await asyncio.sleep(0.5)
+        assert not any(c.done() for c in calls.values()), "an end came while n0 was down"
+        n0.start()
+        await asyncio.to_thread(cluster.wait_healthy, 60)
+        done, _ = await asyncio.wait(calls.values(), timeout=60)
+    finally:
+        hold.set()
+    missed = [name for name, call in calls.items() if call not in done]
+    for call in calls.values():
+        call.cancel()
+    assert not missed, f"no end reached {missed} within 60 s of n0 coming back"
+    assert calls["v1"].result()["choices"][0]["message"]["content"].startswith("Answer to:")
+    assert calls["workflows chat"].result().startswith("Answer to:")
+    assert calls["v1 stream"].result() == ["stop"]
+    assert calls["ag-ui"].result()[-1] == "RUN_FINISHED", calls["ag-ui"].result()
