@@ -92,7 +92,8 @@ async def test_an_outage_inside_the_email_worker_is_retried_with_one_warning_and
 ) -> None:
     hold = threading.Event()
     script(fake_llm, hold)
-    offset = len(outage_system.log("workers"))
+    offsets = {name: len(outage_system.log(name)) for name in outage_system.procs}
+    offset = offsets["workers"]
     try:
         async with Client(outage_system.ws_url, events=True) as client:
             await client.send({"uuid": client.uuid, "message": "email ada@example.com re friday"})
@@ -125,3 +126,6 @@ async def test_an_outage_inside_the_email_worker_is_retried_with_one_warning_and
     retried = [line for line in ours if "WARNING" in line and "the bus did not answer" in line]
     assert len(retried) == 1 and "retrying" in retried[0], "\n".join(ours)
     assert "Traceback" not in tail and not re.search(r"\bERROR\b", tail), tail[-3000:]
+    for name, start in offsets.items():
+        rest = outage_system.log(name)[start:]
+        assert "Traceback" not in rest, f"{name} logged a traceback:\n{rest[-3000:]}"
