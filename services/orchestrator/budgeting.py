@@ -2,8 +2,9 @@
 each evaluation) the step's maximum is counted in advance against the request's limits and held
 against its principal's day and its session (services/runtime/requests/holds.py); a step that
 does not fit is not sent, and the request ends naming the limit. When a request ends its spend is
-counted in its day and its session, once, releasing its hold. Spend is also counted in
-Prometheus, by hashed principal and model.
+counted in its day and its session, once, releasing its hold; when it parks (a clarification,
+an approval) its hold is settled down to what it has used, and its next step holds again. Spend
+is also counted in Prometheus, by hashed principal and model.
 
 A step's maximum is its prompt, estimated (about four characters a token) from what the step
 carries plus `PROMPT_ALLOWANCE` for what its service adds unseen here (its system prompt, the
@@ -19,7 +20,7 @@ import time
 from dataclasses import replace
 from typing import TypeVar
 
-from contracts import RequestCompleted, RequestRouted, Usage
+from contracts import ClarificationRequested, RequestCompleted, RequestRouted, Usage
 from contracts.events import TaskBudget
 from services.orchestrator.loop import out_of_budget
 from services.orchestrator.projection import Dispatch, Evaluate, next_messages
@@ -44,7 +45,7 @@ from services.runtime.requests.budgets import (
     request_limit,
     session_key,
 )
-from services.runtime.requests.holds import Ask, hold
+from services.runtime.requests.holds import Ask, hold, park
 
 log = logging.getLogger("sidekick.orchestrator")
 E = TypeVar("E")
@@ -174,6 +175,31 @@ class Budgets:
         if isinstance(event, RequestCompleted):
             return event.model_copy(update={"cost_usd": cost(state.usage, self.table)})
         return event
+
+    async def settle(self, state: LoopState, event: E) -> E:
+        """The request's spend settled as `event` says: counted (and the end priced) when it
+        ends, its hold released down to what it used when it parks."""
+        if isinstance(event, ClarificationRequested):
+            await self.park(state, event)
+            return event
+        await self.charge(state)
+        return self.priced(event, state)
+
+    async def park(self, state: LoopState, event: ClarificationRequested) -> None:
+        """A parked request sends nothing until it resumes: its holds in its day and its session
+        become what it used so far, until it may have ended (its wait, then its wall time)."""
+        req, settings = state.request, self.bus.settings
+        self.granted.pop(req.request_id, None)
+        used = state.usage
+        spent = (used.input_tokens + used.output_tokens, cost(used, self.table))
+        wait = settings.approval_timeout if event.approval else settings.clarification_timeout
+        keys = (day_key(req.principal), session_key(req.principal, req.session_id))
+        try:
+            for key in keys:
+                ttl = wait + settings.budget_request_seconds
+                await park(self.bus.kv.budgets, key, req.request_id, spent, ttl)
+        except Exception as exc:  # it parks all the same; its hold lapses in time
+            log.warning("request %s: could not release its hold: %r", req.request_id, exc)
 
     async def charge(self, state: LoopState) -> None:
         """Add the ended request's spend to its principal's day and its session (once each,

@@ -368,9 +368,8 @@ class Orchestrator:
                     list(event.sources),
                     principal=state.request.principal,
                 )
-        if event.kind != "request.clarification":  # counted before anyone sees the end
-            await self.budgets.charge(state)
-            event = self.budgets.priced(event, state)
+        # Counted before anyone sees the end; a parked request's hold released to its spend.
+        event = await self.budgets.settle(state, event)
         await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
         self.store.records.pop(event.request_id)
 

@@ -22,6 +22,10 @@ its request's hold already covers writes nothing.
 A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its allowance, less
 when less is left, but at least one call's maximum; what it was granted is what it may use
 (`TaskBudget.tokens`), checked before each of its calls.
+
+A request that parks (for a person's answer or approval) sends nothing while it waits: its hold
+is settled down to what it has used (`park`), so the unspent part returns to the day at once
+rather than when the hold lapses; the step it takes on resuming holds again.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from services.runtime.requests.budgets import (
     Scope,
     backoff,
 )
+
+PARKED = "parked"  # the step name of a parked request's hold: what it used, nothing ahead
 
 
 @dataclass(frozen=True)
@@ -127,3 +133,24 @@ def _refusal(
         return Limit(f"{scope} tokens", limits[0], tokens + ask.used_tokens, ask.least)
     needed = round(ask.least * ask.usd_per_token, 6)
     return Limit(f"{scope} money (USD)", limits[1], round(usd + ask.used_usd, 6), needed)
+
+
+async def park(
+    kv: KeyValue, key: str, request_id: str, used: tuple[int, float], ttl: float
+) -> None:
+    """Settle the request's hold at `key` (a day, or a session) down to `used` (its tokens and
+    money so far), lapsing `ttl` seconds from now; nothing once its spend was counted."""
+    async with TURNS.turn(key):
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                await backoff(attempt)
+            found, revision = await get_model(kv, key, Day)
+            day = found or Day()
+            if request_id in day.counted:
+                return
+            now = time.time()
+            held = {r: h for r, h in day.held.items() if h.until > now and r != request_id}
+            held[request_id] = Hold(tokens=used[0], usd=used[1], step=PARKED, until=now + ttl)
+            if await write_if(kv, key, day.model_copy(update={"held": held}), revision) is not None:
+                return
+    raise RuntimeError(f"could not settle the hold of {request_id} (contention)")
