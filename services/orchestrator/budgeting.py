@@ -50,6 +50,10 @@ from services.runtime.requests.holds import Ask, hold, park
 log = logging.getLogger("sidekick.orchestrator")
 E = TypeVar("E")
 LOOPING = frozenset({"TOOLS", "RESEARCH"})
+# Workers whose one model call is a structured reply, which an invalid reply's repair may follow:
+# their step holds two calls' maximum where that fits (one at least), and they may use what
+# was granted (the LLM client checks the repair against it).
+REPAIRED = frozenset({"EMAIL"})
 PROMPT_ALLOWANCE = 2000  # tokens a step's service adds to the prompt, unseen here
 
 
@@ -71,14 +75,16 @@ class Budgets:
         return self._one("evaluator", prompt + output)
 
     def _ask(
-        self, used: Usage, step: str, role: Role, prompt: int, looping: bool, rest: int = 0
+        self, used: Usage, step: str, role: Role, prompt: int, calls: int | None, rest: int = 0
     ) -> Ask:
+        """The step's hold: `calls` calls' maximum (a call, and its repair), or, for a worker
+        that loops (`calls` None), up to the step allowance; one call's maximum at least."""
         settings = self.bus.settings
         config = settings.llm(role)
         one = self._one(role, prompt)
         used_tokens = used.input_tokens + used.output_tokens
-        tokens = one
-        if looping:
+        tokens = one * (calls or 1)
+        if calls is None:
             left = settings.budget_request_tokens - used_tokens
             tokens = max(one, min(settings.budget_step_tokens, left))
         rate = max(self.table.get(config.model, (0.0, 0.0))) / 1_000_000
@@ -90,14 +96,15 @@ class Budgets:
             if isinstance(message, Dispatch):
                 task = message.task
                 prompt = estimate_tokens(task.model_dump_json())
-                step, looping = f"task:{task.attempt}", task.worker_type in LOOPING
-                judged = state.request.use_evaluator and task.worker_type not in SIDE_EFFECT_WORKERS
+                step, kind = f"task:{task.attempt}", task.worker_type
+                calls = None if kind in LOOPING else 2 if kind in REPAIRED else 1
+                judged = state.request.use_evaluator and kind not in SIDE_EFFECT_WORKERS
                 rest = self._judging(prompt) if judged else 0
-                return self._ask(state.usage, step, "worker", prompt, looping, rest)
+                return self._ask(state.usage, step, "worker", prompt, calls, rest)
             if isinstance(message, Evaluate):
                 ev = message.request
                 prompt = estimate_tokens(ev.model_dump_json())
-                return self._ask(state.usage, f"evaluate:{ev.attempt}", "evaluator", prompt, False)
+                return self._ask(state.usage, f"evaluate:{ev.attempt}", "evaluator", prompt, 1)
         return None
 
     async def _check(self, req: RequestRouted, used: Usage, ask: Ask) -> Limit | None:
@@ -143,7 +150,7 @@ class Budgets:
         prompt = estimate_tokens(req.model_dump_json())
         rest = self._one("worker", prompt) + (self._judging(prompt) if req.use_evaluator else 0)
         decide = prompt_estimate(messages)
-        ask = self._ask(Usage(), "decide", "orchestrator", decide, False, rest)
+        ask = self._ask(Usage(), "decide", "orchestrator", decide, 1, rest)
         limit = await self._check(req, Usage(), ask)
         return limit.note() if limit is not None else None
 
