@@ -3,8 +3,9 @@ request's budget before it. The email worker's draft comes back invalid once, so
 would ask again; with one model call left to the request that repair is never sent and the
 request fails naming the limit. Its step holds two calls' maximum where that fits, so with room
 left a repair is made even when its prompt (the long invalid reply, sent back) is longer than
-one call's hold. Without a SendGrid key the email goes to the outbox, marked NOT SENT. Every
-fake model call reports 11 tokens in and 7 out."""
+one call's hold. The orchestrator's decision is checked the same way, and the call it made is
+counted in the principal's day. Without a SendGrid key the email goes to the outbox, marked NOT
+SENT. Every fake model call reports 11 tokens in and 7 out."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nats.aio.client import Client as NATS
 
+from contracts import Subjects
 from services.runtime.bus.natsserver import NatsServer
+from services.runtime.requests.budgets import Day, day_key
 from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.gateway_client import AuthClient, tokens_env
 from tests.support.harness import System
 from tests.support.workers_support import decide, schema_of, start_system
 
@@ -27,6 +32,19 @@ def two_calls(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> 
     # The decision and the draft: nothing left for a repair.
     with start_system(
         nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_REQUEST_CALLS="2"
+    ) as sys_:
+        yield sys_
+
+
+@pytest.fixture(scope="module")
+def one_call(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    # The decision, and nothing more.
+    with start_system(
+        nats_server.url,
+        fake_llm,
+        logs_dir,
+        SIDEKICK_BUDGET_REQUEST_CALLS="1",
+        SIDEKICK_AUTH_TOKENS=tokens_env(),
     ) as sys_:
         yield sys_
 
@@ -78,3 +96,22 @@ async def test_a_long_invalid_draft_is_repaired_where_the_budget_has_room(
     assert len(repair["messages"]) == len(first["messages"]) + 2  # the bad reply, what was wrong
     assert convo.end["status"] == "completed", convo.frames
     assert convo.answer.startswith("Email NOT SENT: no SENDGRID_API_KEY is set")
+
+
+async def test_an_invalid_decision_is_not_repaired_when_the_budget_allows_no_more_calls(
+    one_call: System, fake_llm: FakeOpenAI, nc: NATS
+) -> None:
+    replies = iter(["no decision here"])
+    decision = decide("GENERAL", "Search the tides")
+    fake_llm.script("fake-orchestrator", lambda body: next(replies, None) or decision(body))
+    async with AuthClient(one_call.ws_url, "ivan", events=True) as ivan:
+        request_id = await ivan.ack("search the tides")
+        done = await ivan.until_end_of(request_id)
+    assert len(fake_llm.chat_calls("fake-orchestrator")) == 1  # its repair was not made
+    assert fake_llm.chat_calls("fake-worker") == []
+    assert done.end["status"] == "failed", done.frames
+    assert "model calls budget (1 of 1)" in done.only_error("budget_exhausted")
+    # The one call made is counted in the principal's day.
+    kv = await nc.jetstream().key_value(Subjects(one_call.namespace).bucket("budgets"))
+    day = Day.model_validate_json((await kv.get(day_key("ivan"))).value or b"")
+    assert (day.input_tokens, day.output_tokens, day.calls, day.counted) == (11, 7, 1, [request_id])

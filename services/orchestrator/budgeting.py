@@ -1,10 +1,11 @@
 """The orchestrator's budget checks. Before each model step it sends (its decision, each attempt,
 each evaluation) the step's maximum is counted in advance against the request's limits and held
 against its principal's day and its session (services/runtime/requests/holds.py); a step that
-does not fit is not sent, and the request ends naming the limit. When a request ends its spend is
-counted in its day and its session, once, releasing its hold; when it parks (a clarification,
-an approval) its hold is settled down to what it has used, and its next step holds again. Spend
-is also counted in Prometheus, by hashed principal and model.
+does not fit is not sent, and the request ends naming the limit; the decision's own HTTP calls
+(its repair too) are checked against the request's limits before each is sent. When a request
+ends its spend is counted in its day and its session, once, releasing its hold; when it parks (a
+clarification, an approval) its hold is settled down to what it has used, and its next step
+holds again. Spend is also counted in Prometheus, by hashed principal and model.
 
 A step's maximum is its prompt, estimated (about four characters a token) from what the step
 carries plus `PROMPT_ALLOWANCE` for what its service adds unseen here (its system prompt, the
@@ -17,19 +18,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from contracts import ClarificationRequested, RequestCompleted, RequestRouted, Usage
+from contracts import (
+    ClarificationRequested,
+    OrchestratorDecision,
+    RequestCompleted,
+    RequestRouted,
+    Usage,
+)
 from contracts.events import TaskBudget
 from services.orchestrator.loop import out_of_budget
 from services.orchestrator.projection import Dispatch, Evaluate, next_messages
 from services.orchestrator.state import SIDE_EFFECT_WORKERS, LoopState
 from services.orchestrator.store import Store
+from services.runtime.base.errors import BudgetSpent
 from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.base.settings import Role
 from services.runtime.bus.core import Bus
 from services.runtime.bus.kvstore import key_for
+from services.runtime.llm import BudgetGuard, LLMClient, Structured
 from services.runtime.llm.calls import estimate_tokens
 from services.runtime.llm.types import Messages
 from services.runtime.requests.budgets import (
@@ -154,6 +164,28 @@ class Budgets:
         limit = await self._check(req, Usage(), ask)
         return limit.note() if limit is not None else None
 
+    async def decide(
+        self, llm: LLMClient, req: RequestRouted, messages: Messages
+    ) -> Structured[OrchestratorDecision]:
+        """The decision, once its step is held, each of its HTTP calls (a repair too) checked
+        against the request's limits first: BudgetSpent, with a full note, when one would pass."""
+        note = await self.before_decision(req, messages)
+        if note is not None:  # the decision's call would pass a limit: never made
+            raise BudgetSpent("orchestrator", llm.model, note, Usage())
+        return await llm.structured(messages, OrchestratorDecision, budget=self._guard(req))
+
+    def _guard(self, req: RequestRouted) -> BudgetGuard:
+        settings = self.bus.settings
+        rate = max(self.table.get(settings.llm("orchestrator").model, (0.0, 0.0))) / 1_000_000
+
+        def check(used: Usage, ahead: int) -> str | None:
+            seconds = time.time() - req.ts.timestamp()
+            usd = round(ahead * rate, 6)
+            limit = request_limit(settings, used, seconds, self.table, (ahead, usd))
+            return limit.note() if limit is not None else None
+
+        return check
+
     async def stop_if_over(self, store: Store, state: LoopState) -> LoopState:
         """The state, ended (partial or failed, naming the limit) when a budget has run out."""
         note = await self.over(state)
@@ -229,3 +261,9 @@ class Budgets:
             SPEND_TOKENS.labels(who, model, "input").inc(used.input_tokens)
             SPEND_TOKENS.labels(who, model, "output").inc(used.output_tokens)
             SPEND_USD.labels(who, model).inc(cost(Usage(models={model: used}), self.table))
+
+
+def stopped(exc: BudgetSpent) -> Callable[[LoopState], LoopState]:
+    """The update that ends a request whose decision the budget stopped: the usage of the calls
+    made counted, the note naming the limit."""
+    return lambda s: out_of_budget(s.model_copy(update={"usage": s.usage + exc.usage}), exc.note)
