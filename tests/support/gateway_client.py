@@ -60,6 +60,7 @@ PRINCIPALS = (
     "yara",
     "zack",
     "xena",
+    "zoe",
 )
 
 

@@ -95,6 +95,9 @@ class NatsCluster:
     creds: Credentials = field(default_factory=lambda: Credentials.generate((*SERVICES, ADMIN)))
     route_password: str = field(default_factory=new_password)
     nodes: list[Node] = field(default_factory=list)
+    # False: the nodes do not announce each other to clients (`no_advertise`), so a client
+    # given one node's URL stays away while that node is down, instead of moving to another.
+    advertise: bool = True
 
     def start(self, timeout: float = 60.0) -> NatsCluster:
         env = {**os.environ, **self.creds.env()}
@@ -117,6 +120,8 @@ class NatsCluster:
                     route_password=self.route_password,
                 )
             )
+            if not self.advertise:
+                text = text.replace("cluster {\n", "cluster {\n  no_advertise: true\n", 1)
             natscluster.write(node.directory / "nats.conf", text + "\n" + users)
         for node in self.nodes:
             node.start()
@@ -184,8 +189,9 @@ class NatsCluster:
 
 @dataclass
 class ClusterSystem(System):
-    """The five services on a cluster: SIDEKICK_NATS_URL lists servers, and each service has
-    its own user, given apart from the URL; streams and buckets at 3 replicas."""
+    """The five services on a cluster: SIDEKICK_NATS_URL lists servers (`nats_url`, or the
+    service's own list in `service_urls`), and each service has its own user, given apart from
+    the URL; streams and buckets at 3 replicas."""
 
     cluster: NatsCluster | None = None
 
@@ -200,6 +206,8 @@ class ClusterSystem(System):
         service, _, port = name.partition(":")
         service = service_of(service)  # "orchestrator.2": another replica
         env.update(self.cluster.login_env(service))
+        if service in self.service_urls:
+            env["SIDEKICK_NATS_URL"] = self.service_urls[service]
         if port:
             env["SIDEKICK_GATEWAY_PORT"] = port
         elif name != "gateway":

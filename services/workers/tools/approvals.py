@@ -3,11 +3,12 @@ call (the tool loop's `guard`).
 
 Which action a call is: `notify`; `python_run`; `<server>__<tool>` for an MCP server's tool
 (the name the model calls it by); and `browser.new_domain` for a `browser_navigate` to a host
-not yet opened in this run. A host is the URL's host name, lower-cased, without a port, a
-trailing dot or a leading `www.`; it counts as opened once a navigation to it was let through
-(by an `allow`, or an approval) and succeeded. Only `browser_navigate` is gated: a click or a
-redirect that leads elsewhere is not (the egress wall still holds for every request). The
-other tools (files, Wikipedia, web search, the rest of the browser) are never asked about.
+not yet opened in this run (tools/hosts.py says what a host is; the gate's `hosts` are the
+run's, and a host counts as opened once the gate let a navigation to it run). Every other way
+to a new host (a click, a form, a script, a redirect, a pop-up) is stopped by the browser
+itself under `ask` or `deny` (tools/navgate.py), and the model is told to call
+`browser_navigate`, which comes here. The other tools (files, Wikipedia, web search, the rest
+of the browser) are never asked about.
 
 The policy's ruling on the action decides:
 - `allow`: the call runs.
@@ -34,7 +35,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import nats.errors
 from nats.js.kv import KeyValue
@@ -45,9 +45,9 @@ from services.runtime.requests.approvals import Approvals, approval_id
 from services.workers.ledger import Effect, Ledger
 from services.workers.policy import Policy, Ruling
 from services.workers.tools.errors import ToolArgumentsError
+from services.workers.tools.hosts import NEW_DOMAIN, Hosts, host_of
 from services.workers.tools.toolbox import Call, Outcome, ToolBox, parse_arguments
 
-NEW_DOMAIN = "browser.new_domain"
 NAVIGATE = "browser_navigate"
 # Built-in tools whose every call is an action of the policy (named as the policy names it).
 GATED = {"notify": "notify", "python_run": "python_run"}
@@ -70,18 +70,6 @@ def shown_value(value: Any) -> str:
 def shown_arguments(arguments: str) -> dict[str, str]:
     """The model's arguments (a JSON object) as strings; ToolArgumentsError if not an object."""
     return {key: shown_value(value) for key, value in parse_arguments(arguments).items()}
-
-
-def host_of(url: str) -> str | None:
-    """The host a URL opens, as `browser.new_domain` counts hosts; None if it has none."""
-    try:
-        host = urlsplit(url.strip()).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    host = host.rstrip(".").lower()
-    return host.removeprefix("www.") or None
 
 
 def declined_text(approval: Approval) -> str:
@@ -123,7 +111,8 @@ class ToolGate:
         self.ledger = ledger
         self.mcp_names = mcp_names
         self.time_limit = time_limit  # seconds a call of the action may take
-        self.opened: set[str] = set()  # hosts browser_navigate opened in this run
+        # The run's opened hosts, shared with its browser (the worker puts them on the run).
+        self.hosts = Hosts(policy.ruling(NEW_DOMAIN))
         self._found: dict[str, Approval | None] = {}
 
     def action_of(self, name: str, arguments: str) -> str | None:
@@ -134,7 +123,7 @@ class ToolGate:
             return name
         if name == NAVIGATE:
             host = self._host(arguments)
-            return NEW_DOMAIN if host is not None and host not in self.opened else None
+            return NEW_DOMAIN if host is not None and host not in self.hosts.opened else None
         return None
 
     async def __call__(
@@ -224,12 +213,11 @@ class ToolGate:
         return self._found[key]
 
     async def _run(self, toolbox: ToolBox, name: str, arguments: str, call: Call) -> Outcome:
-        outcome = await toolbox.call(name, arguments, call)
-        if name == NAVIGATE and outcome.ok:
+        if name == NAVIGATE:  # let through: opened before it runs, so the browser lets it go
             host = self._host(arguments)
             if host is not None:
-                self.opened.add(host)
-        return outcome
+                self.hosts.opened.add(host)
+        return await toolbox.call(name, arguments, call)
 
     async def _run_approved(
         self, approval: Approval, toolbox: ToolBox, name: str, arguments: str, call: Call

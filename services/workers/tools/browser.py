@@ -8,7 +8,9 @@ subresources, the page's own fetch/XHR/WebSocket, loopback included) goes throug
 own filtering proxy (proxy.py), so nothing a page or the model chooses reaches a loopback,
 private or metadata address. Only http(s) pages can be opened: `file:` and the browser's own
 schemes would read the worker's disk. Service workers are blocked; WebRTC may not use UDP
-outside the proxy.
+outside the proxy. Under the operator's `browser.new_domain` rule `ask` or `deny`, no
+navigation of the page (a click, a form, a script, a redirect, a pop-up) reaches a host not
+opened in the run (navgate.py); the tool's result says what was stopped and what to do.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pydantic import Field
 from contracts import Source
 from services.runtime.walls.egress import Egress, EgressRefused
 from services.workers.tools.errors import ToolError, ToolNotConfigured, ToolUnavailable
+from services.workers.tools.navgate import NavigationGate
 from services.workers.tools.proxy import PROXY_HEADER, FilteringProxy
 from services.workers.tools.toolbox import Args, Call, RunContext, Toolset, tool
 
@@ -190,6 +193,8 @@ class BrowserSession:
         self._context: BrowserContext | None = None
         self._proxy: FilteringProxy | None = None
         self._page: Page | None = None
+        self._gate = NavigationGate(run.hosts, run.request_id)
+        self._told = 0  # how many of the gate's stopped navigations the model was told of
         self._shots = 0
 
     async def _open_page(self) -> Page:
@@ -204,7 +209,9 @@ class BrowserSession:
                     proxy={"server": server, "bypass": NO_BYPASS},
                 )
                 self._context.set_default_timeout(self.owner.timeout_ms)
-            self._page = await self._context.new_page()
+            page = await self._context.new_page()
+            await self._gate.arm(self._context, page)
+            self._page = page
         return self._page
 
     def _refused_since(self, seen: int) -> str:
@@ -219,6 +226,20 @@ class BrowserSession:
     @property
     def _refusal_count(self) -> int:
         return len(self._proxy.refusals) if self._proxy is not None else 0
+
+    def _stopped(self) -> str:
+        """The navigations stopped (to a host not opened) that the model was not yet told of,
+        one per line; empty when there are none."""
+        fresh = self._gate.blocked[self._told :]
+        self._told = len(self._gate.blocked)
+        return "\n".join(dict.fromkeys(b.text() for b in fresh))
+
+    def _notes(self, seen: int | None = None) -> str:
+        """After a result: what was stopped since the model was last told, and (from `seen`)
+        what the proxy refused."""
+        stopped = self._stopped()
+        refused = self._refused_since(seen) if seen is not None else ""
+        return (f"\n\n{stopped}" if stopped else "") + refused
 
     def _current(self) -> Page:
         if self._page is None or self._page.is_closed() or self._page.url == "about:blank":
@@ -258,6 +279,9 @@ class BrowserSession:
             response = await page.goto(url.strip(), wait_until="domcontentloaded")
         except PlaywrightError as exc:
             refused = self._refused_since(seen)
+            stopped = self._stopped()  # a redirect to a host not opened
+            if stopped:
+                raise ToolError(f"{stopped}{refused}") from exc
             raise ToolError(f"could not open {url}: {_first_line(exc)}{refused}") from exc
         if response is not None and response.headers.get(PROXY_HEADER.lower()):
             # The proxy answered, not the site: the page (or a redirect) was refused or is down.
@@ -266,7 +290,7 @@ class BrowserSession:
         with contextlib.suppress(PlaywrightTimeout):
             await page.wait_for_load_state("load", timeout=min(self.owner.timeout_ms, 5000))
         described = await self._describe(page, response.status if response else None)
-        return described + self._refused_since(seen)
+        return described + self._notes(seen)
 
     async def text(self, max_chars: int) -> str:
         page = self._current()
@@ -278,7 +302,8 @@ class BrowserSession:
         body = "\n".join(line for line in lines if line)
         if len(body) > max_chars:
             body = body[:max_chars] + f"\n[... {len(body) - max_chars} more characters]"
-        return f"Page {page.url}\nTitle: {await page.title()}\n\n{body or '(no visible text)'}"
+        shown = f"Page {page.url}\nTitle: {await page.title()}\n\n{body or '(no visible text)'}"
+        return shown + self._notes()
 
     async def click(self, selector: str | None, text: str | None) -> str:
         page = self._current()
@@ -295,6 +320,9 @@ class BrowserSession:
             raise ToolError(f"the click failed: {_first_line(exc)}") from exc
         with contextlib.suppress(PlaywrightTimeout):
             await page.wait_for_load_state("load", timeout=min(self.owner.timeout_ms, 5000))
+        stopped = self._stopped()
+        if stopped:  # what the click led to was not opened
+            raise ToolError(f"{stopped}\nThe page is still {page.url}.{self._refused_since(seen)}")
         return await self._describe(page) + self._refused_since(seen)
 
     async def links(self, limit: int) -> str:
@@ -316,12 +344,13 @@ class BrowserSession:
             if len(lines) >= limit:
                 break
         if not lines:
-            return f"The page {page.url} has no links."
-        return f"Links on {page.url}:\n" + "\n".join(lines)
+            return f"The page {page.url} has no links." + self._notes()
+        return f"Links on {page.url}:\n" + "\n".join(lines) + self._notes()
 
     async def close(self) -> None:
         context, self._context, self._page = self._context, None, None
         proxy, self._proxy = self._proxy, None
+        await self._gate.close()
         if context is not None:
             with contextlib.suppress(PlaywrightError):
                 await context.close()  # the profile (cookies, storage, cache) goes with it

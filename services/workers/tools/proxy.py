@@ -57,6 +57,11 @@ class FilteringProxy:
             await self._handle(reader, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             pass
+        except asyncio.CancelledError:
+            # close() ends a connection still open (one the browser opened ahead, idle): the
+            # connection's own task ends quietly, since asyncio's stream callback (3.11) would
+            # log a cancelled task as an unhandled error.
+            pass
         finally:
             if task is not None:
                 self._tasks.discard(task)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from contracts import Source
 from services.runtime.base.metrics import REGISTRY
 from services.workers.tools.errors import ToolArgumentsError, ToolError
+from services.workers.tools.hosts import Hosts
 
 log = logging.getLogger("sidekick.workers.tools")
 _tracer = trace.get_tracer("sidekick.tools")
@@ -47,12 +48,14 @@ A = TypeVar("A", bound=Args)
 
 @dataclass
 class RunContext:
-    """One task's run: who it is for, the sources its tools read, what to close after."""
+    """One task's run: who it is for, the sources its tools read, the hosts its browser opened
+    (and the policy's ruling on a new one), what to close after."""
 
     request_id: str
     session_id: str
     attempt: int
     sources: list[Source] = field(default_factory=list)
+    hosts: Hosts = field(default_factory=Hosts)
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     def add_source(self, source: Source) -> None:

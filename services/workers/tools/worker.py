@@ -162,11 +162,15 @@ class ToolsWorker:
         return await self.llm.chat(messages, budget=budget, **({"tools": tools} if tools else {}))
 
     async def run(self, task: WorkerTask) -> WorkerResult:
+        toolbox = self.toolbox
+        gate = self.gate(task, toolbox)
         run = RunContext(
-            request_id=task.request_id, session_id=task.session_id, attempt=task.attempt
+            request_id=task.request_id,
+            session_id=task.session_id,
+            attempt=task.attempt,
+            hosts=gate.hosts,  # the browser stops what the gate did not let through
         )
         messages = conversation(SYSTEM, task.history, tools_prompt(task))
-        toolbox = self.toolbox
         try:
             outcome = await run_tool_loop(
                 self._chat,
@@ -177,7 +181,7 @@ class ToolsWorker:
                 budget=task.budget,
                 seen=lambda *call: self._seen(task, *call),
                 call_max=reply_limit(self.llm.config.max_tokens_answer),
-                guard=self.gate(task, toolbox),
+                guard=gate,
             )
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc), sources=run.sources)
