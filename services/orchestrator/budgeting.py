@@ -1,9 +1,11 @@
 """The orchestrator's budget checks. Before each model step it sends (its decision, each attempt,
 each evaluation) the step's maximum is counted in advance against the request's limits and held
 against its principal's day and its session (services/runtime/requests/holds.py); a step that
-does not fit is not sent, and the request ends naming the limit. When a request ends its spend is
-counted in its day and its session, once, releasing its hold. Spend is also counted in
-Prometheus, by hashed principal and model.
+does not fit is not sent, and the request ends naming the limit; the decision's own HTTP calls
+(its repair too) are checked against the request's limits before each is sent. When a request
+ends its spend is counted in its day and its session, once, releasing its hold; when it parks (a
+clarification, an approval) its hold is settled down to what it has used, and its next step
+holds again. Spend is also counted in Prometheus, by hashed principal and model.
 
 A step's maximum is its prompt, estimated (about four characters a token) from what the step
 carries plus `PROMPT_ALLOWANCE` for what its service adds unseen here (its system prompt, the
@@ -16,19 +18,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from contracts import RequestCompleted, RequestRouted, Usage
+from contracts import (
+    ClarificationRequested,
+    OrchestratorDecision,
+    RequestCompleted,
+    RequestRouted,
+    Usage,
+)
 from contracts.events import TaskBudget
 from services.orchestrator.loop import out_of_budget
 from services.orchestrator.projection import Dispatch, Evaluate, next_messages
 from services.orchestrator.state import SIDE_EFFECT_WORKERS, LoopState
 from services.orchestrator.store import Store
+from services.runtime.base.errors import BudgetSpent
 from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.base.settings import Role
 from services.runtime.bus.core import Bus
 from services.runtime.bus.kvstore import key_for
+from services.runtime.llm import BudgetGuard, LLMClient, Structured
 from services.runtime.llm.calls import estimate_tokens
 from services.runtime.llm.types import Messages
 from services.runtime.requests.budgets import (
@@ -44,11 +55,15 @@ from services.runtime.requests.budgets import (
     request_limit,
     session_key,
 )
-from services.runtime.requests.holds import Ask, hold
+from services.runtime.requests.holds import Ask, hold, park
 
 log = logging.getLogger("sidekick.orchestrator")
 E = TypeVar("E")
 LOOPING = frozenset({"TOOLS", "RESEARCH"})
+# Workers whose one model call is a structured reply, which an invalid reply's repair may follow:
+# their step holds two calls' maximum where that fits (one at least), and they may use what
+# was granted (the LLM client checks the repair against it).
+REPAIRED = frozenset({"EMAIL"})
 PROMPT_ALLOWANCE = 2000  # tokens a step's service adds to the prompt, unseen here
 
 
@@ -70,14 +85,16 @@ class Budgets:
         return self._one("evaluator", prompt + output)
 
     def _ask(
-        self, used: Usage, step: str, role: Role, prompt: int, looping: bool, rest: int = 0
+        self, used: Usage, step: str, role: Role, prompt: int, calls: int | None, rest: int = 0
     ) -> Ask:
+        """The step's hold: `calls` calls' maximum (a call, and its repair), or, for a worker
+        that loops (`calls` None), up to the step allowance; one call's maximum at least."""
         settings = self.bus.settings
         config = settings.llm(role)
         one = self._one(role, prompt)
         used_tokens = used.input_tokens + used.output_tokens
-        tokens = one
-        if looping:
+        tokens = one * (calls or 1)
+        if calls is None:
             left = settings.budget_request_tokens - used_tokens
             tokens = max(one, min(settings.budget_step_tokens, left))
         rate = max(self.table.get(config.model, (0.0, 0.0))) / 1_000_000
@@ -89,14 +106,15 @@ class Budgets:
             if isinstance(message, Dispatch):
                 task = message.task
                 prompt = estimate_tokens(task.model_dump_json())
-                step, looping = f"task:{task.attempt}", task.worker_type in LOOPING
-                judged = state.request.use_evaluator and task.worker_type not in SIDE_EFFECT_WORKERS
+                step, kind = f"task:{task.attempt}", task.worker_type
+                calls = None if kind in LOOPING else 2 if kind in REPAIRED else 1
+                judged = state.request.use_evaluator and kind not in SIDE_EFFECT_WORKERS
                 rest = self._judging(prompt) if judged else 0
-                return self._ask(state.usage, step, "worker", prompt, looping, rest)
+                return self._ask(state.usage, step, "worker", prompt, calls, rest)
             if isinstance(message, Evaluate):
                 ev = message.request
                 prompt = estimate_tokens(ev.model_dump_json())
-                return self._ask(state.usage, f"evaluate:{ev.attempt}", "evaluator", prompt, False)
+                return self._ask(state.usage, f"evaluate:{ev.attempt}", "evaluator", prompt, 1)
         return None
 
     async def _check(self, req: RequestRouted, used: Usage, ask: Ask) -> Limit | None:
@@ -142,9 +160,31 @@ class Budgets:
         prompt = estimate_tokens(req.model_dump_json())
         rest = self._one("worker", prompt) + (self._judging(prompt) if req.use_evaluator else 0)
         decide = prompt_estimate(messages)
-        ask = self._ask(Usage(), "decide", "orchestrator", decide, False, rest)
+        ask = self._ask(Usage(), "decide", "orchestrator", decide, 1, rest)
         limit = await self._check(req, Usage(), ask)
         return limit.note() if limit is not None else None
+
+    async def decide(
+        self, llm: LLMClient, req: RequestRouted, messages: Messages
+    ) -> Structured[OrchestratorDecision]:
+        """The decision, once its step is held, each of its HTTP calls (a repair too) checked
+        against the request's limits first: BudgetSpent, with a full note, when one would pass."""
+        note = await self.before_decision(req, messages)
+        if note is not None:  # the decision's call would pass a limit: never made
+            raise BudgetSpent("orchestrator", llm.model, note, Usage())
+        return await llm.structured(messages, OrchestratorDecision, budget=self._guard(req))
+
+    def _guard(self, req: RequestRouted) -> BudgetGuard:
+        settings = self.bus.settings
+        rate = max(self.table.get(settings.llm("orchestrator").model, (0.0, 0.0))) / 1_000_000
+
+        def check(used: Usage, ahead: int) -> str | None:
+            seconds = time.time() - req.ts.timestamp()
+            usd = round(ahead * rate, 6)
+            limit = request_limit(settings, used, seconds, self.table, (ahead, usd))
+            return limit.note() if limit is not None else None
+
+        return check
 
     async def stop_if_over(self, store: Store, state: LoopState) -> LoopState:
         """The state, ended (partial or failed, naming the limit) when a budget has run out."""
@@ -175,6 +215,31 @@ class Budgets:
             return event.model_copy(update={"cost_usd": cost(state.usage, self.table)})
         return event
 
+    async def settle(self, state: LoopState, event: E) -> E:
+        """The request's spend settled as `event` says: counted (and the end priced) when it
+        ends, its hold released down to what it used when it parks."""
+        if isinstance(event, ClarificationRequested):
+            await self.park(state, event)
+            return event
+        await self.charge(state)
+        return self.priced(event, state)
+
+    async def park(self, state: LoopState, event: ClarificationRequested) -> None:
+        """A parked request sends nothing until it resumes: its holds in its day and its session
+        become what it used so far, until it may have ended (its wait, then its wall time)."""
+        req, settings = state.request, self.bus.settings
+        self.granted.pop(req.request_id, None)
+        used = state.usage
+        spent = (used.input_tokens + used.output_tokens, cost(used, self.table))
+        wait = settings.approval_timeout if event.approval else settings.clarification_timeout
+        keys = (day_key(req.principal), session_key(req.principal, req.session_id))
+        try:
+            for key in keys:
+                ttl = wait + settings.budget_request_seconds
+                await park(self.bus.kv.budgets, key, req.request_id, spent, ttl)
+        except Exception as exc:  # it parks all the same; its hold lapses in time
+            log.warning("request %s: could not release its hold: %r", req.request_id, exc)
+
     async def charge(self, state: LoopState) -> None:
         """Add the ended request's spend to its principal's day and its session (once each,
         dropping its holds) and to the counters."""
@@ -196,3 +261,9 @@ class Budgets:
             SPEND_TOKENS.labels(who, model, "input").inc(used.input_tokens)
             SPEND_TOKENS.labels(who, model, "output").inc(used.output_tokens)
             SPEND_USD.labels(who, model).inc(cost(Usage(models={model: used}), self.table))
+
+
+def stopped(exc: BudgetSpent) -> Callable[[LoopState], LoopState]:
+    """The update that ends a request whose decision the budget stopped: the usage of the calls
+    made counted, the note naming the limit."""
+    return lambda s: out_of_budget(s.model_copy(update={"usage": s.usage + exc.usage}), exc.note)

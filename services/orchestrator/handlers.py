@@ -14,7 +14,6 @@ from typing import Any
 from contracts import (
     CancelRequested,
     ClarificationAnswered,
-    OrchestratorDecision,
     Progress,
     RequestCancelled,
     RequestCompleted,
@@ -27,7 +26,7 @@ from contracts import (
     parse_event,
 )
 from contracts.approvals import Approval
-from services.orchestrator import approvals, authentic, loop, prompts
+from services.orchestrator import approvals, authentic, budgeting, loop, prompts
 from services.orchestrator.approving import decided_unpassed, expire, load_decided, open_approval
 from services.orchestrator.budgeting import Budgets
 from services.orchestrator.cache import SemanticCache
@@ -35,7 +34,7 @@ from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
 from services.orchestrator.store import Store
 from services.orchestrator.tracing import in_attempt, observe, write_attempt_span
-from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.base.metrics import CANCELLATIONS, CLARIFICATIONS
 from services.runtime.base.telemetry import current_ids
 from services.runtime.bus.core import Bus, redelivered
@@ -231,13 +230,11 @@ class Orchestrator:
             choice, usage = loop.planned_decision(req), Usage()
         else:
             asked = prompts.decision_messages(req, self.workers)
-            note = await self.budgets.before_decision(req, asked)
-            if note is not None:  # the decision's call would pass a limit: never made
-                return await self.store.update(
-                    req.request_id, lambda s: loop.out_of_budget(s, note), start=start
-                )
-            try:
-                decision = await self.llm.structured(asked, OrchestratorDecision)
+            try:  # its step held and each of its calls (a repair too) checked: never one more
+                decision = await self.budgets.decide(self.llm, req, asked)
+            except BudgetSpent as exc:
+                stop = budgeting.stopped(exc)
+                return await self.store.update(req.request_id, stop, start=start)
             except MODEL_ERRORS as exc:
                 code, error = failure_code(exc), str(exc)
                 return await self.store.update(
@@ -368,9 +365,8 @@ class Orchestrator:
                     list(event.sources),
                     principal=state.request.principal,
                 )
-        if event.kind != "request.clarification":  # counted before anyone sees the end
-            await self.budgets.charge(state)
-            event = self.budgets.priced(event, state)
+        # Counted before anyone sees the end; a parked request's hold released to its spend.
+        event = await self.budgets.settle(state, event)
         await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
         self.store.records.pop(event.request_id)
 

@@ -20,10 +20,10 @@ import sendgrid
 from python_http_client.exceptions import HTTPError
 from sendgrid.helpers.mail import Mail
 
-from contracts import WorkerResult, WorkerTask
+from contracts import Usage, WorkerResult, WorkerTask
 from contracts.approvals import Approval, ApprovalAsk, digest_of
 from contracts.email import EmailDraft, OutboxEntry
-from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import outbox
 from services.runtime.requests.approvals import Approvals
@@ -38,6 +38,7 @@ from services.workers.errors import (
 from services.workers.ledger import Effect, Ledger, effect_key
 from services.workers.policy import Policy, Ruling
 from services.workers.settings import WorkerSettings
+from services.workers.spend import guard, refused
 
 SYSTEM = """You are Sidekick's email writer. Draft the email the task asks for: a short subject \
 line and a plain-text body with a greeting and a sign-off. Say what the notes say, in the tone \
@@ -172,7 +173,10 @@ class EmailWorker:
                 conversation(SYSTEM, task.history, draft_text(task, recipients, approved)),
                 EmailDraft,
                 length="answer",
+                budget=guard(task.budget, Usage()),  # its repair call is checked too
             )
+        except BudgetSpent as exc:
+            return refused(task, exc)
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc))
         draft = drafted.value

@@ -18,7 +18,7 @@ import httpx
 
 from contracts import Source, Usage, WorkerResult, WorkerTask, WorkflowStatus
 from contracts.research import ResearchPlan, ResearchSynthesis
-from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.llm.prompts import conversation
 from services.runtime.walls.egress import Egress
 from services.workers import freshness
@@ -28,7 +28,7 @@ from services.workers.errors import SearchError, SearchNotConfigured
 from services.workers.search import brave_from, query_of, search_once
 from services.workers.settings import WorkerSettings
 from services.workers.sources import as_data, source_list
-from services.workers.spend import over
+from services.workers.spend import guard
 
 log = logging.getLogger("sidekick.workers.research")
 
@@ -99,9 +99,9 @@ def cited(synthesis: ResearchSynthesis, sources: list[Source]) -> tuple[list[int
 def stopped(
     task: WorkerTask, stop: str, usage: Usage, sources: list[Source] | None = None
 ) -> WorkerResult:
-    """The research as far as it got when the budget ran out before its next model call: the
-    sources found, or nothing (also on a retry: an earlier attempt's answer beats a list of
-    sources); `budget_stop` names the limit."""
+    """The research as far as it got when the budget refused its next model call (the planner's,
+    the synthesizer's, or a repair of either): the sources found, or nothing (also on a retry:
+    an earlier attempt's answer beats a list of sources); `budget_stop` names the limit."""
     error = f"stopped before its next model call: the request's {stop} is spent."
     if not sources or task.previous_output:
         return result_for(task, success=False, error=error, usage=usage, budget_stop=stop)
@@ -134,14 +134,15 @@ class ResearchWorker:
     async def run(self, task: WorkerTask) -> WorkerResult:
         if not self.brave.configured:  # say so before spending model calls on a plan
             return result_for(task, success=False, error=str(SearchNotConfigured()))
-        stop = over(task.budget, Usage())  # checked before each model call: never one more
-        if stop is not None:
-            return stopped(task, stop, Usage())
         await self.stage(task, "planning", "planning the research")
-        try:
+        try:  # each HTTP call checked first, its maximum counted in advance: never one more
             planned = await self.llm.structured(
-                conversation(PLANNER, task.history, plan_text(task)), ResearchPlan
+                conversation(PLANNER, task.history, plan_text(task)),
+                ResearchPlan,
+                budget=guard(task.budget, Usage()),
             )
+        except BudgetSpent as exc:
+            return stopped(task, exc.note, exc.usage)
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc))
         plan, usage = planned.value, planned.usage
@@ -170,16 +171,16 @@ class ResearchWorker:
                 f"({'; '.join(queries)}); nothing to answer from.",
                 usage=usage,
             )
-        stop = over(task.budget, usage)
-        if stop is not None:
-            return stopped(task, stop, usage, sources)
         await self.stage(task, "synthesizing", f"writing from {len(sources)} sources")
         try:
             synthesized = await self.llm.structured(
                 conversation(SYNTHESIZER, task.history, synthesis_text(task, plan, sources)),
                 ResearchSynthesis,
                 length="answer",
+                budget=guard(task.budget, usage),
             )
+        except BudgetSpent as exc:
+            return stopped(task, exc.note, usage + exc.usage, sources)
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc), usage=usage)
         usage = usage + synthesized.usage

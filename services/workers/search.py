@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import httpx
 
-from contracts import Source, WorkerResult, WorkerTask
-from services.runtime.base.errors import MODEL_ERRORS
+from contracts import Source, Usage, WorkerResult, WorkerTask
+from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.llm.prompts import conversation
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.brave import BraveClient, is_news_query
 from services.workers.errors import SearchError
 from services.workers.settings import WorkerSettings
 from services.workers.sources import as_data, source_list
+from services.workers.spend import guard, refused
 
 SYSTEM = """You are Sidekick's search worker. Answer the task using only the numbered search \
 results the user message gives you, and cite them inline as [1], [2], ... after the claims they \
@@ -82,7 +83,11 @@ class SearchWorker:
             data=as_data(sources),
         )
         try:
-            done = await self.llm.complete(conversation(SYSTEM, task.history, prompt))
+            done = await self.llm.complete(
+                conversation(SYSTEM, task.history, prompt), budget=guard(task.budget, Usage())
+            )
+        except BudgetSpent as exc:
+            return refused(task, exc)
         except MODEL_ERRORS as exc:
             return result_for(task, success=False, error=str(exc))
         output = f"{done.text.rstrip()}\n\n{source_list(sources)}"

@@ -6,10 +6,13 @@ SidekickError
  +-- LLMError                    a model call failed after its retries (and its fallback's)
  |    +-- LLMUnavailable         network error, timeout, 429 or 5xx persisted; or a 4xx
  |    +-- LLMInvalidOutput       the reply failed validation twice (names role, model, mode)
+ |    +-- BudgetSpent            the next call was not made: its maximum could pass the budget
  +-- PoisonMessage               a bus message that can never be processed (bad JSON/schema)
 """
 
 from __future__ import annotations
+
+from contracts import Usage
 
 
 class SidekickError(Exception):
@@ -80,6 +83,17 @@ class LLMInvalidOutput(LLMError):
         self.raw = raw
         self.mode = mode
         super().__init__(role, model, message)
+
+
+class BudgetSpent(LLMError):
+    """The caller's budget guard refused the next HTTP call (a first call, a structured reply's
+    repair, a fallback's): `note` names the limit, `usage` is what the calls already made in
+    this one client call used (to be counted: they happened)."""
+
+    def __init__(self, role: str, model: str, note: str, usage: Usage) -> None:
+        self.note = note
+        self.usage = usage
+        super().__init__(role, model, f"The {role} model's next call was not made: {note}")
 
 
 class PoisonMessage(SidekickError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from services.runtime.llm.client import LLMClient
 from services.runtime.llm.schema import response_format, strict_schema
 from services.runtime.llm.types import (
+    BudgetGuard,
     ChatReply,
     Completion,
     Messages,
@@ -26,6 +27,7 @@ from services.runtime.llm.types import (
 )
 
 __all__ = [
+    "BudgetGuard",
     "ChatReply",
     "Completion",
     "LLMClient",

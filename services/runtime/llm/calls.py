@@ -9,11 +9,14 @@
   again would only get the same answer (llama.cpp answers a json_schema it cannot take with 500).
 - Accounted: a server that reports no usage gets its tokens counted here, by a stated estimate
   (`estimate_tokens`), and the figure is marked as counted (`Usage.counted_calls`).
+- Counted in advance: a call's maximum (`call_maximum`: its prompt, estimated the same way, and
+  its `max_tokens` in full) is what a budget guard weighs before the call is sent.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import random
 import re
@@ -29,6 +32,8 @@ CAPABILITY = re.compile(r"response_format|json_schema|\btools?\b|tool_choice", r
 RETRY_STATUSES = frozenset({408, 409, 429})
 CHARS_PER_TOKEN = 4  # the estimate: about four characters of English text per token
 TOKENS_PER_MESSAGE = 4  # a chat template's few tokens around each message
+NO_MAX_TOKENS = 4096  # a reply's maximum counted in advance where no max_tokens is sent
+SENT_ALONG = ("tools", "response_format")  # request parts the model reads besides the messages
 
 
 class CallTimeout(Exception):
@@ -111,3 +116,25 @@ def counted(model: str, messages: Any, reply: str, extra: dict[str, Any]) -> Usa
     prompt = sum(estimate_tokens(p) for p in parts) + TOKENS_PER_MESSAGE * len(messages)
     usage = Usage.of_call(model, prompt, estimate_tokens(reply))
     return usage.model_copy(update={"counted_calls": 1})
+
+
+def prompt_estimate(messages: Any, extra: dict[str, Any] | None = None) -> int:
+    """A call's prompt in tokens, estimated as a server's missing usage is counted (about four
+    characters a token), with the tool definitions and response format it sends."""
+    sent = extra or {}
+    parts = prompt_text(messages) + [
+        json.dumps(sent[k], default=str) for k in SENT_ALONG if sent.get(k)
+    ]
+    return sum(estimate_tokens(p) for p in parts) + TOKENS_PER_MESSAGE * len(messages)
+
+
+def reply_limit(max_tokens: int) -> int:
+    """A call's reply in tokens at most: its `max_tokens`, or, where none is sent, the default
+    answer limit (an estimate: the server's own limit is not known here)."""
+    return max_tokens if max_tokens > 0 else NO_MAX_TOKENS
+
+
+def call_maximum(messages: Any, extra: dict[str, Any]) -> int:
+    """The most tokens (in + out) one call of `messages` with `extra` can take."""
+    limit = extra.get("max_tokens")
+    return prompt_estimate(messages, extra) + reply_limit(limit if isinstance(limit, int) else 0)

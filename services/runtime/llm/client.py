@@ -10,16 +10,19 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from services.runtime.base.errors import LLMInvalidOutput, LLMUnavailable
+from contracts import Usage
+from services.runtime.base.errors import BudgetSpent, LLMInvalidOutput, LLMUnavailable
 from services.runtime.base.metrics import LLM_ERRORS
 from services.runtime.base.settings import LLMConfig, Role, Settings, StructuredMode
 from services.runtime.llm import choice as choices
 from services.runtime.llm import modes
+from services.runtime.llm.calls import call_maximum
 from services.runtime.llm.choice import Choice, ChoiceResult, Convention
 from services.runtime.llm.endpoint import Endpoint
 from services.runtime.llm.modes import MODES
 from services.runtime.llm.schema import parse, short_error
 from services.runtime.llm.types import (
+    BudgetGuard,
     ChatReply,
     Completion,
     Messages,
@@ -83,14 +86,39 @@ class LLMClient:
             return extra
         return {**extra, "max_tokens": limit}
 
-    async def chat(self, messages: Messages, **extra: Any) -> ChatReply:
-        """One raw model turn (e.g. with `tools=`), with its function tool calls parsed, so a
-        caller can run them and continue the conversation."""
-        extra = self.limited(extra, "answer")
-        return await self._with_fallback(lambda ep: ep.chat(messages, **extra))
+    def _checked(
+        self,
+        budget: BudgetGuard | None,
+        ep: Endpoint,
+        used: Usage,
+        messages: Messages,
+        extra: dict[str, Any],
+    ) -> None:
+        """Raise BudgetSpent when `budget` refuses the call about to be sent (never one more)."""
+        if budget is None:
+            return
+        note = budget(used, call_maximum(messages, extra))
+        if note is not None:
+            raise BudgetSpent(self.role, ep.model, note, used)
 
-    async def complete(self, messages: Messages, **extra: Any) -> Completion:
-        reply = await self.chat(messages, **extra)
+    async def chat(
+        self, messages: Messages, *, budget: BudgetGuard | None = None, **extra: Any
+    ) -> ChatReply:
+        """One raw model turn (e.g. with `tools=`), with its function tool calls parsed, so a
+        caller can run them and continue the conversation. `budget` is consulted before the
+        call, and before its fallback's."""
+        extra = self.limited(extra, "answer")
+
+        async def one(ep: Endpoint) -> ChatReply:
+            self._checked(budget, ep, Usage(), messages, extra)
+            return await ep.chat(messages, **extra)
+
+        return await self._with_fallback(one)
+
+    async def complete(
+        self, messages: Messages, *, budget: BudgetGuard | None = None, **extra: Any
+    ) -> Completion:
+        reply = await self.chat(messages, budget=budget, **extra)
         return Completion(text=reply.content, usage=reply.usage, model=reply.model)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
@@ -104,20 +132,34 @@ class LLMClient:
         return MODES.mode(ep.key, ep.config.structured)
 
     async def structured(
-        self, messages: Messages, schema: type[T], *, length: Length = "short"
+        self,
+        messages: Messages,
+        schema: type[T],
+        *,
+        length: Length = "short",
+        budget: BudgetGuard | None = None,
     ) -> Structured[T]:
         """`schema` as JSON in the strongest mode the endpoint takes; validated, and retried
         once with the validation error if the reply is bad. `length`: a short reply (a
-        decision, a verdict, a plan) or an answer a person reads (a report, a mail)."""
-        return await self._with_fallback(lambda ep: self._structured(ep, messages, schema, length))
+        decision, a verdict, a plan) or an answer a person reads (a report, a mail). `budget`
+        is consulted before every HTTP call this makes (the first, a repair, a fallback's)."""
+        return await self._with_fallback(
+            lambda ep: self._structured(ep, messages, schema, length, budget)
+        )
 
     async def _structured(
-        self, ep: Endpoint, messages: Messages, schema: type[T], length: Length
+        self,
+        ep: Endpoint,
+        messages: Messages,
+        schema: type[T],
+        length: Length,
+        budget: BudgetGuard | None,
     ) -> Structured[T]:
         mode = self.mode(ep)
         while True:
             asked, extra = modes.request(mode, schema, messages)
             extra = self.limited(extra, length)
+            self._checked(budget, ep, Usage(), asked, extra)
             try:
                 first = await ep.chat(asked, **extra)
             except LLMUnavailable as exc:
@@ -140,7 +182,9 @@ class LLMClient:
                     raw=text,
                     mode=mode,
                 ) from exc
-        second = await ep.chat(modes.repair(mode, schema, asked, text, error), **extra)
+        repair = modes.repair(mode, schema, asked, text, error)
+        self._checked(budget, ep, first.usage, repair, extra)  # the repair is a call too
+        second = await ep.chat(repair, **extra)
         usage = first.usage + second.usage
         text = modes.reply_text(mode, schema, second)
         try:

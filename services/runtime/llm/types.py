@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -15,6 +16,11 @@ from contracts import Usage
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[ChatCompletionMessageParam]
+# Consulted before each HTTP model call (a first call, a structured reply's repair, a fallback's):
+# given what the calls already made in this client call used and the next call's maximum in
+# tokens (its prompt, estimated, and its max_tokens), the limit it would pass, in words, or None
+# while it fits. A refusal raises BudgetSpent and the call is not sent.
+BudgetGuard = Callable[[Usage, int], str | None]
 
 
 @dataclass

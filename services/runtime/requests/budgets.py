@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import time
 from collections.abc import AsyncIterator
@@ -30,7 +29,8 @@ from pydantic import Field
 from contracts import Model, Usage
 from services.runtime.base.settings import Settings
 from services.runtime.bus.kvstore import get_model, key_for, write_if
-from services.runtime.llm.calls import TOKENS_PER_MESSAGE, estimate_tokens, prompt_text
+from services.runtime.llm import calls
+from services.runtime.llm.calls import reply_limit as reply_limit  # where callers find it
 
 # USD per million tokens (input, output): OpenAI's published list prices for these models as of
 # 2025 (the price source); a model not listed costs nothing here until SIDEKICK_PRICES names it.
@@ -43,7 +43,6 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 PRICE_SOURCE = "OpenAI list prices (2025), per million tokens; SIDEKICK_PRICES overrides"
 REMEMBERED = 5000  # request ids kept per principal-day against double counting
-NO_MAX_TOKENS = 4096  # a reply's maximum counted in advance where no max_tokens is sent
 Scope = Literal["daily", "session"]
 CAS_TRIES = 200  # compare-and-set tries on one key before giving up (many requests, one day)
 
@@ -146,14 +145,7 @@ def request_limit(
 def prompt_estimate(messages: Any, tools: Any = None) -> int:
     """A call's prompt in tokens, estimated as a server's missing usage is counted (about four
     characters a token), its tool definitions included."""
-    parts = prompt_text(messages) + ([json.dumps(tools)] if tools else [])
-    return sum(estimate_tokens(p) for p in parts) + TOKENS_PER_MESSAGE * len(messages)
-
-
-def reply_limit(max_tokens: int) -> int:
-    """A call's reply in tokens at most: its `max_tokens`, or, where none is sent, the default
-    answer limit (an estimate: the server's own limit is not known here)."""
-    return max_tokens if max_tokens > 0 else NO_MAX_TOKENS
+    return calls.prompt_estimate(messages, {"tools": tools} if tools else None)
 
 
 class Hold(Model):

@@ -11,8 +11,8 @@ held at the moment it was written. A step whose maximum does not fit is not sent
 ends its actual usage is counted and its hold dropped in the same write (`Days.charge`), so the
 unused part returns to the day. A hold lapses `ttl` seconds after it was taken (the request's
 wall-time limit), so a request that died holds nothing for long. The day's counted spend can
-thus pass its limit only by what a step used beyond its hold (a prompt longer than estimated, a
-structured reply's one repair call).
+thus pass its limit only by what a step used beyond its hold (a prompt longer than estimated, the
+decision's or a verdict's repair call; a worker's repair is checked against its grant).
 
 So that a request let in can finish its attempt, a step also holds the rest of its attempt
 where that fits (`Ask.rest`): the decision holds the worker's call and the evaluation too, the
@@ -26,6 +26,10 @@ when less is left, but at least one call's maximum; what it was granted is what 
 `hold_both` holds one call in the day and the session at once (refused in one, it is held in
 neither); `settle` counts an ended spend in both (dropping its holds) and in the
 Prometheus counters, once.
+
+A request that parks (for a person's answer or approval) sends nothing while it waits: its hold
+is settled down to what it has used (`park`), so the unspent part returns to the day at once
+rather than when the hold lapses; the step it takes on resuming holds again.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ from services.runtime.requests.budgets import (
     limits_of,
     session_key,
 )
+
+PARKED = "parked"  # the step name of a parked request's hold: what it used, nothing ahead
 
 
 @dataclass(frozen=True)
@@ -213,3 +219,24 @@ async def settle(
             SPEND_TOKENS.labels(hashed, model, "output").inc(used.output_tokens)
             SPEND_USD.labels(hashed, model).inc(cost(Usage(models={model: used}), table))
     return fresh
+
+
+async def park(
+    kv: KeyValue, key: str, request_id: str, used: tuple[int, float], ttl: float
+) -> None:
+    """Settle the request's hold at `key` (a day, or a session) down to `used` (its tokens and
+    money so far), lapsing `ttl` seconds from now; nothing once its spend was counted."""
+    async with TURNS.turn(key):
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                await backoff(attempt)
+            found, revision = await get_model(kv, key, Day)
+            day = found or Day()
+            if request_id in day.counted:
+                return
+            now = time.time()
+            held = {r: h for r, h in day.held.items() if h.until > now and r != request_id}
+            held[request_id] = Hold(tokens=used[0], usd=used[1], step=PARKED, until=now + ttl)
+            if await write_if(kv, key, day.model_copy(update={"held": held}), revision) is not None:
+                return
+    raise RuntimeError(f"could not settle the hold of {request_id} (contention)")

@@ -3,9 +3,10 @@ until it answers or the step budget is spent.
 
 Before each model call the request's budget (the task's `budget`) is checked, with the call's
 own maximum counted in advance (its prompt, estimated, and its reply's `call_max` tokens): a call
-that could pass it is not made, and the loop stops saying which limit. Before each tool call the
-budget's tool calls are checked: once they are spent the tools asked for are not run (the model
-is told so) and the model is asked to answer with what it has, without tools.
+that could pass it is not made, and the loop stops saying which limit. The same check goes to
+`chat` as the LLM client's budget guard, so a fallback's call is checked too. Before each tool
+call the budget's tool calls are checked: once they are spent the tools asked for are not run
+(the model is told so) and the model is asked to answer with what it has, without tools.
 
 Each tool call goes through `guard` (the operator's approval policy): it may run, be refused
 (a tool result says why), or stop the loop to ask a person, with nothing run.
@@ -26,14 +27,20 @@ from openai.types.chat import ChatCompletionMessageParam
 from contracts import Usage
 from contracts.approvals import ApprovalAsk
 from contracts.events import TaskBudget
-from services.runtime.llm import ChatReply
+from services.runtime.base.errors import BudgetSpent
+from services.runtime.llm import BudgetGuard, ChatReply
 from services.runtime.requests.budgets import prompt_estimate
+from services.workers.spend import guard as budget_guard
 from services.workers.spend import over as _over
 from services.workers.spend import tools_over
 from services.workers.tools.toolbox import Call, Outcome, RunContext, ToolBox
 
 ANSWER_NOW = "Answer the user now with what you have; no more tools can run."
-ChatFn = Callable[[list[ChatCompletionMessageParam], list[dict[str, Any]]], Awaitable[ChatReply]]
+# One model turn: the conversation, the tools offered, and the budget guard of its HTTP calls.
+ChatFn = Callable[
+    [list[ChatCompletionMessageParam], list[dict[str, Any]], BudgetGuard | None],
+    Awaitable[ChatReply],
+]
 # Runs one call in the toolbox's place (the approval gate, tools/approvals.py): its outcome,
 # or an ApprovalAsk when it may not run without a person's approval (then the loop stops).
 Guard = Callable[[ToolBox, str, str, Call], Awaitable[Outcome | ApprovalAsk]]
@@ -106,7 +113,12 @@ async def run_tool_loop(
         outcome.over_budget = _over(budget, outcome.usage, ahead)
         if outcome.over_budget is not None:  # checked before each call: never one more
             return outcome
-        reply = await chat(conversation, definitions)
+        try:
+            reply = await chat(conversation, definitions, budget_guard(budget, outcome.usage))
+        except BudgetSpent as exc:  # the guard refused one of the turn's HTTP calls
+            outcome.usage = outcome.usage + exc.usage
+            outcome.over_budget = exc.note
+            return outcome
         outcome.steps = step
         outcome.usage = outcome.usage + reply.usage
         if not reply.tool_calls:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from contracts import Progress, ToolUse, WorkerResult, WorkerTask
 from services.runtime.base.errors import MODEL_ERRORS
-from services.runtime.llm import ChatReply
+from services.runtime.llm import BudgetGuard, ChatReply
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests.budgets import reply_limit
 from services.runtime.walls.egress import Egress
@@ -154,9 +154,12 @@ class ToolsWorker:
             log.warning("could not report a tool call of %s: %r", task.request_id, exc)
 
     async def _chat(
-        self, messages: list[ChatCompletionMessageParam], tools: list[dict[str, Any]]
+        self,
+        messages: list[ChatCompletionMessageParam],
+        tools: list[dict[str, Any]],
+        budget: BudgetGuard | None,
     ) -> ChatReply:
-        return await self.llm.chat(messages, **({"tools": tools} if tools else {}))
+        return await self.llm.chat(messages, budget=budget, **({"tools": tools} if tools else {}))
 
     async def run(self, task: WorkerTask) -> WorkerResult:
         toolbox = self.toolbox
