@@ -111,7 +111,9 @@ async def test_an_invalid_decision_is_not_repaired_when_the_budget_allows_no_mor
     assert fake_llm.chat_calls("fake-worker") == []
     assert done.end["status"] == "failed", done.frames
     assert "model calls budget (1 of 1)" in done.only_error("budget_exhausted")
-    # The one call made is counted in the principal's day.
+    # The one call made is counted in the principal's day, beside the frontline's routing call
+    # (counted under its own id at handoff).
     kv = await nc.jetstream().key_value(Subjects(one_call.namespace).bucket("budgets"))
     day = Day.model_validate_json((await kv.get(day_key("ivan"))).value or b"")
-    assert (day.input_tokens, day.output_tokens, day.calls, day.counted) == (11, 7, 1, [request_id])
+    counted = (day.input_tokens, day.output_tokens, day.calls, day.counted)
+    assert counted == (22, 14, 2, [f"{request_id}.frontline", request_id])
