@@ -165,6 +165,12 @@ class EvaluationRequested(Event):
         description="The orchestrator's unguessable proof of this dispatch; the answer must "
         "carry it back, or it is refused.",
     )
+    budget: TaskBudget | None = Field(
+        default=None,
+        description="What the request may still spend on this evaluation (its limits less its "
+        "usage, no more tokens than the step was granted); checked before each of its model "
+        "calls, a repair's too. None: unchecked.",
+    )
 
 
 class VerdictIssued(Event):
@@ -180,6 +186,12 @@ class VerdictIssued(Event):
     dispatch_token: str | None = Field(
         default=None,
         description="The dispatch_token of the message this answers (proof it was asked).",
+    )
+    budget_stop: str | None = Field(
+        default=None,
+        description="The limit of the evaluation's budget that stopped the evaluator before "
+        "its next model call (no verdict then); the request ends partial with the attempt's "
+        "output and a note naming it.",
     )
 
 

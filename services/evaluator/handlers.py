@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from contracts import EvaluationRequested, Verdict, VerdictIssued
+from contracts import EvaluationRequested, Usage, Verdict, VerdictIssued
 from services.evaluator import prompts
-from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.bus.core import Bus, answer_key
 from services.runtime.llm import LLMClient
 from services.runtime.llm.prompts import transcript
+from services.runtime.requests.guards import guard
 
 log = logging.getLogger("sidekick.evaluator")
 
@@ -34,8 +35,14 @@ class Evaluator:
             {"role": "system", "content": prompts.SYSTEM},
             {"role": "user", "content": text},
         ]
+        # The request's budget is checked before each model call, an invalid verdict's repair too.
+        check = guard(req.budget, Usage())
         try:
-            judged = await self.llm.structured(messages, Verdict)  # type: ignore[arg-type]
+            judged = await self.llm.structured(messages, Verdict, budget=check)  # type: ignore[arg-type]
+        except BudgetSpent as exc:  # no verdict: the calls made are counted, the limit named
+            log.info("no verdict for %s/%d: %s", req.request_id, req.attempt, exc.note)
+            error = f"stopped before its next model call: the request's {exc.note} is spent."
+            await self._answer(req, error=error, usage=exc.usage, budget_stop=exc.note)
         except MODEL_ERRORS as exc:
             log.warning("no verdict for %s/%d: %s", req.request_id, req.attempt, exc)
             await self._answer(req, error=str(exc))

@@ -2,10 +2,11 @@
 each evaluation) the step's maximum is counted in advance against the request's limits and held
 against its principal's day and its session (services/runtime/requests/holds.py); a step that
 does not fit is not sent, and the request ends naming the limit; the decision's own HTTP calls
-(its repair too) are checked against the request's limits before each is sent. When a request
-ends its spend is counted in its day and its session, once, releasing its hold; when it parks (a
-clarification, an approval) its hold is settled down to what it has used, and its next step
-holds again. Spend is also counted in Prometheus, by hashed principal and model.
+(its repair too) are checked against the request's limits before each is sent, an evaluation's
+by the evaluator against what the request had left (`EvaluationRequested.budget`). When a
+request ends its spend is counted in its day and its session, once, releasing its hold; when it
+parks (a clarification, an approval) its hold is settled down to what it has used, and its next
+step holds again. Spend is also counted in Prometheus, by hashed principal and model.
 
 A step's maximum is its prompt, estimated (about four characters a token) from what the step
 carries plus `PROMPT_ALLOWANCE` for what its service adds unseen here (its system prompt, the
@@ -62,7 +63,8 @@ E = TypeVar("E")
 LOOPING = frozenset({"TOOLS", "RESEARCH"})
 # Workers whose one model call is a structured reply, which an invalid reply's repair may follow:
 # their step holds two calls' maximum where that fits (one at least), and they may use what
-# was granted (the LLM client checks the repair against it).
+# was granted (the LLM client checks the repair against it). An evaluation's step does the same
+# (its verdict is a structured reply; its `EvaluationRequested.budget` carries the grant).
 REPAIRED = frozenset({"EMAIL"})
 PROMPT_ALLOWANCE = 2000  # tokens a step's service adds to the prompt, unseen here
 
@@ -114,7 +116,7 @@ class Budgets:
             if isinstance(message, Evaluate):
                 ev = message.request
                 prompt = estimate_tokens(ev.model_dump_json())
-                return self._ask(state.usage, f"evaluate:{ev.attempt}", "evaluator", prompt, 1)
+                return self._ask(state.usage, f"evaluate:{ev.attempt}", "evaluator", prompt, 2)
         return None
 
     async def _check(self, req: RequestRouted, used: Usage, ask: Ask) -> Limit | None:
@@ -194,14 +196,16 @@ class Budgets:
         return await store.update(state.request.request_id, lambda s: out_of_budget(s, note))
 
     def left(self, state: LoopState) -> TaskBudget:
-        """What the request may still spend, for a worker that loops over model calls: its
-        limits less its usage, and no more tokens than its step was granted (the same from the
-        same state: a redelivered step is granted what it was before)."""
+        """What the request may still spend on its next step (an attempt's worker, or its
+        evaluation while `evaluating`): its limits less its usage, and no more tokens than the
+        step was granted (the same from the same state: a redelivered step is granted what it
+        was before)."""
         used = state.usage
         settings = self.bus.settings
         tokens = settings.budget_request_tokens - used.input_tokens - used.output_tokens
         granted = self.granted.pop(state.request.request_id, None)
-        if granted is not None and state.current and granted[0] == f"task:{state.current.n}":
+        kind = "evaluate" if state.status == "evaluating" else "task"
+        if granted is not None and state.current and granted[0] == f"{kind}:{state.current.n}":
             tokens = min(tokens, granted[1])
         return TaskBudget(
             tokens=max(tokens, 0),

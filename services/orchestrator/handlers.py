@@ -314,7 +314,7 @@ class Orchestrator:
             )
 
     async def _evaluate(self, state: LoopState, message: Evaluate, tracked: Tracked | None) -> None:
-        ev = message.request
+        ev = message.request.model_copy(update={"budget": self.budgets.left(state)})
         await self._move(
             ev.request_id, "evaluating", tracked, detail=f"judging attempt {ev.attempt}"
         )

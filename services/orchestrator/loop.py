@@ -165,6 +165,10 @@ def on_verdict(state: LoopState, event: VerdictIssued) -> LoopState:
         return state
     if event.error:
         attempts = [*state.attempts[:-1], cur.model_copy(update={"verdict_error": event.error})]
+        if event.budget_stop is not None:  # the evaluator stopped before a call past it
+            usage = state.usage + event.usage
+            state = state.model_copy(update={"attempts": attempts, "usage": usage})
+            return out_of_budget(state, f"Note: this request stopped at its {event.budget_stop}.")
         return state.model_copy(update={"attempts": attempts, "status": "partial"})
     attempts = [*state.attempts[:-1], cur.model_copy(update={"verdict": event.verdict})]
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + event.usage})

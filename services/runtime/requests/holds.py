@@ -12,7 +12,7 @@ ends its actual usage is counted and its hold dropped in the same write (`Days.c
 unused part returns to the day. A hold lapses `ttl` seconds after it was taken (the request's
 wall-time limit), so a request that died holds nothing for long. The day's counted spend can
 thus pass its limit only by what a step used beyond its hold (a prompt longer than estimated, the
-decision's or a verdict's repair call; a worker's repair is checked against its grant).
+decision's repair call; a worker's or a verdict's repair is checked against its grant).
 
 So that a request let in can finish its attempt, a step also holds the rest of its attempt
 where that fits (`Ask.rest`): the decision holds the worker's call and the evaluation too, the
