@@ -163,6 +163,26 @@ def test_an_evaluator_failure_returns_the_output_marked_unchecked() -> None:
     assert fin.event.status == "partial" and "model down" in fin.event.output
 
 
+def test_an_evaluator_stopped_by_its_budget_ends_partial_naming_the_limit() -> None:
+    s = loop.on_result(started(), result(1, "x", usage=Usage(input_tokens=5, calls=1)))
+    note = "model calls budget (1 of the 1 left to this request)"
+    stop = VerdictIssued(
+        request_id="r1",
+        session_id="s1",
+        attempt=1,
+        error=f"stopped before its next model call: the request's {note} is spent.",
+        usage=Usage(input_tokens=11, output_tokens=7, calls=1),
+        budget_stop=note,
+    )
+    s = loop.on_verdict(s, stop)
+    (fin,) = loop.next_messages(s)
+    assert isinstance(fin, Finish) and fin.event.kind == "request.completed"
+    assert fin.event.status == "partial"
+    assert fin.event.output.startswith("x")
+    assert fin.event.output.endswith(f"Note: this request stopped at its {note}.")
+    assert (s.usage.input_tokens, s.usage.output_tokens, s.usage.calls) == (16, 7, 2)
+
+
 def test_a_sent_email_is_not_judged_again_so_it_is_never_sent_twice() -> None:
     s = loop.decided(loop.start(routed(), 3), decision("EMAIL"), Usage(), {"EMAIL"})
     email = WorkerResult.model_validate(
