@@ -125,6 +125,10 @@ async def test_an_outage_inside_the_email_worker_is_retried_with_one_warning_and
     ours = [line for line in tail.splitlines() if request_id in line]
     retried = [line for line in ours if "WARNING" in line and "the bus did not answer" in line]
     assert len(retried) == 1 and "retrying" in retried[0], "\n".join(ours)
+    # The outage is said once: what only echoes it (sharing what the model client learned) is
+    # not a second warning.
+    echoes = [line for line in tail.splitlines() if "WARNING" in line and "endpoints:" in line]
+    assert echoes == [], "\n".join(echoes)
     assert "Traceback" not in tail and not re.search(r"\bERROR\b", tail), tail[-3000:]
     for name, start in offsets.items():
         rest = outage_system.log(name)[start:]

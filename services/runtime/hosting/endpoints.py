@@ -4,8 +4,9 @@ the `endpoints` bucket per base URL + model, living a day (services/runtime/bus/
 
 A service reads the entries of its roles' endpoints when it starts, so it does not pay again the
 refused calls another process (or `sidekick doctor`) already paid; whatever it learns later it
-writes there. Sharing is best effort: an unreadable entry or a failed write is one log line, and
-the process goes on learning for itself."""
+writes there. Sharing is best effort: an unreadable entry or a failed write is one log line (an
+INFO line when the bus is away, which the bus's own warning already says), and the process goes
+on learning for itself."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, Field
 
 from services.runtime.base.settings import ROLES, Settings, StructuredMode
+from services.runtime.bus.core import OUTAGE_ERRORS
 from services.runtime.bus.kvstore import key_for
 from services.runtime.llm.modes import MODES, Key
 
@@ -88,6 +90,8 @@ async def share(kv: KeyValue, settings: Settings, by: str) -> None:
     async def put(key: Key) -> None:
         try:
             await write(kv, key, by)
+        except OUTAGE_ERRORS as exc:  # the outage is the bus's line to say; this is its echo
+            log.info("endpoints: not shared while the bus is away: %s (%r)", key[1], exc)
         except Exception as exc:
             log.warning("endpoints: could not share what was learned about %s (%r)", key[1], exc)
 
