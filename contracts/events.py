@@ -60,6 +60,11 @@ class RequestRouted(RequestOptions):
     kind: Literal["request.routed"] = "request.routed"
     reason: str = Field(description="Why the frontline routed it.")
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+    usage: Usage = Field(
+        default_factory=Usage,
+        description="The frontline's model usage for this request (its routing call): part of "
+        "the usage the request's end shows; the frontline has counted it in the day and session.",
+    )
 
 
 class TaskBudget(Model):

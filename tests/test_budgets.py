@@ -86,7 +86,8 @@ async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
             first.text
         )
         assert not fake_llm.chat_calls("fake-evaluator")
-        assert first.end["metadata"]["usage"]["input_tokens"] == 10_011
+        # The end shows the whole request: the routing call, the decision and the worker.
+        assert first.end["metadata"]["usage"]["input_tokens"] == 10_022
         # Priced: only the worker's model has a price here, 10,000 in at $1/M and 7 out at $2/M.
         assert first.end["metadata"]["cost_usd"] == 0.010014
         await bob.send({"uuid": bob.uuid, "message": "search the moon"})

@@ -57,9 +57,10 @@ async def test_an_invalid_verdict_is_not_repaired_when_the_budget_allows_no_more
     assert convo.answer.startswith("Answer to: "), convo.answer  # the worker's answer
     note = "Note: this request stopped at its model calls budget (1 of the 1 left to this request)."
     assert convo.text.endswith(note), convo.text
-    # The evaluator's one call is counted in the request's usage: three calls in all.
+    # The evaluator's one call is counted in the request's usage: with the frontline's routing
+    # call, four calls in all (the request's budget of 3 counts from the decision on).
     usage = convo.end["metadata"]["usage"]
-    assert usage["calls"] == 3 and usage["input_tokens"] == 33, usage
+    assert usage["calls"] == 4 and usage["input_tokens"] == 44, usage
     assert "fake-evaluator" in usage["models"], usage
 
 

@@ -98,7 +98,7 @@ class Frontline:
         await self.spending.count(req, reply.usage)
         if reply.called is not None:
             await answer.settle()
-            await self._route(req, history, reply.called)
+            await self._route(req, history, reply.called, reply.usage)
             return
         tracked_now = await answer.stop()
         if tracked_now is None:
@@ -115,12 +115,15 @@ class Frontline:
         )
         await finish(self.bus, done, known=tracked_now, session=session)
 
-    async def _route(self, req: ChatRequested, history: list[Turn], reason: str) -> None:
+    async def _route(
+        self, req: ChatRequested, history: list[Turn], reason: str, usage: Usage | None = None
+    ) -> None:
         await self._progress(req, "routed", reason)
         routed = RequestRouted(
             **req.model_dump(exclude={"kind", "event_id", "ts", "history"}),
             reason=reason,
             history=history,
+            usage=usage or Usage(),
         )
         await self.bus.publish(
             routed,

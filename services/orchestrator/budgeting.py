@@ -32,7 +32,7 @@ from contracts import (
 )
 from contracts.events import TaskBudget
 from services.orchestrator.loop import out_of_budget
-from services.orchestrator.projection import Dispatch, Evaluate, next_messages
+from services.orchestrator.projection import Dispatch, Evaluate, next_messages, shown_usage
 from services.orchestrator.state import SIDE_EFFECT_WORKERS, LoopState
 from services.orchestrator.store import Store
 from services.runtime.base.errors import BudgetSpent
@@ -216,7 +216,7 @@ class Budgets:
     def priced(self, event: E, state: LoopState) -> E:
         """A completed request's end, with its cost."""
         if isinstance(event, RequestCompleted):
-            return event.model_copy(update={"cost_usd": cost(state.usage, self.table)})
+            return event.model_copy(update={"cost_usd": cost(shown_usage(state), self.table)})
         return event
 
     async def settle(self, state: LoopState, event: E) -> E:

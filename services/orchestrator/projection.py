@@ -14,6 +14,7 @@ from contracts import (
     RequestCancelled,
     RequestCompleted,
     RequestFailed,
+    Usage,
     Verdict,
     WorkerTask,
 )
@@ -183,10 +184,16 @@ def _final(state: LoopState) -> RequestCompleted:
         score=verdict.score if verdict else None,
         feedback=verdict.feedback if verdict else None,
         sources=chosen.result.sources,
-        usage=state.usage,
-        usage_estimated=state.usage.counted_calls > 0,
+        usage=shown_usage(state),
+        usage_estimated=shown_usage(state).counted_calls > 0,
         trace_id=state.trace_id,
     )
+
+
+def shown_usage(state: LoopState) -> Usage:
+    """The request's usage as its end shows it: the frontline's routing call and the
+    orchestrated steps (the day counts each part once, where it was spent)."""
+    return state.request.usage + state.usage
 
 
 def partial_note(state: LoopState, verdict: Verdict | None, best: Attempt) -> str:
