@@ -30,7 +30,13 @@ from contracts import Subjects
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.harness import ROOT, Client, llm_env
-from tests.support.natscluster import ClusterSystem, NatsCluster, Node, stored_ends
+from tests.support.natscluster import (
+    ClusterSystem,
+    NatsCluster,
+    Node,
+    send_until_taken,
+    stored_ends,
+)
 
 REQUESTS = 30
 EMAIL_EVERY = 5
@@ -216,14 +222,12 @@ class Load:
             *(read(c, r) for c, r in zip(self.clients, self.request_ids, strict=True))
         )
         assert self.parked is not None
-        await self.parked.send({"uuid": self.parked.uuid, "message": "Lisbon"})
-        end = None
-        while end is None:
-            frame = await self.parked.recv(timeout)
-            if "on_chat_model_end" in frame:
-                end = frame
+        # Right after a fault the bus may not answer the gateway yet: it refuses with
+        # `unavailable` ("please retry"), and the user sends the answer again, as told.
+        end, refusals = await send_until_taken(self.parked, "Lisbon", timeout)
+        assert all(r.get("code") == "unavailable" for r in refusals), refusals
         self.ends[self.parked_id] += 1
-        assert end.get("status") == "completed", end
+        assert end.get("status") == "completed", (end, refusals)
 
     async def close(self) -> None:
         for client in [*self.clients, *([self.parked] if self.parked else [])]:

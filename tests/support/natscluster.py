@@ -269,3 +269,22 @@ async def finals_by_request(nc: NATS, namespace: str) -> Counter[str]:
         if data.get("kind") in ("request.completed", "request.failed", "request.cancelled"):
             counts[data["request_id"]] += 1
     return counts
+
+
+async def send_until_taken(
+    client: Any, text: str, timeout: float, tries: int = 5
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Send `text` on the socket until it is taken (at most `tries` times): resent after a
+    refusal with `unavailable` (the gateway's "please retry" while the bus does not answer yet).
+    The turn's end frame, and every error frame seen."""
+    refusals: list[dict[str, Any]] = []
+    for _ in range(tries):
+        await client.send({"uuid": client.uuid, "message": text})
+        while "on_chat_model_end" not in (frame := await client.recv(timeout)):
+            if "error" in frame:
+                refusals.append(frame["error"])
+        retry = refusals[-1:] and refusals[-1].get("code") == "unavailable"
+        if frame.get("status") not in (None, "rejected") or not retry:
+            return frame, refusals
+        await asyncio.sleep(2)
+    raise AssertionError(f"{text!r} was refused {tries} times: {refusals}")
