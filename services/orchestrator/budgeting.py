@@ -36,15 +36,12 @@ from services.orchestrator.projection import Dispatch, Evaluate, next_messages, 
 from services.orchestrator.state import SIDE_EFFECT_WORKERS, LoopState
 from services.orchestrator.store import Store
 from services.runtime.base.errors import BudgetSpent
-from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.base.settings import Role
 from services.runtime.bus.core import Bus
-from services.runtime.bus.kvstore import key_for
 from services.runtime.llm import BudgetGuard, LLMClient, Structured
 from services.runtime.llm.calls import estimate_tokens
 from services.runtime.llm.types import Messages
 from services.runtime.requests.budgets import (
-    Days,
     Limit,
     Scope,
     cost,
@@ -56,7 +53,7 @@ from services.runtime.requests.budgets import (
     request_limit,
     session_key,
 )
-from services.runtime.requests.holds import Ask, hold, park
+from services.runtime.requests.holds import Ask, hold, park, settle
 
 log = logging.getLogger("sidekick.orchestrator")
 E = TypeVar("E")
@@ -247,24 +244,13 @@ class Budgets:
     async def charge(self, state: LoopState) -> None:
         """Add the ended request's spend to its principal's day and its session (once each,
         dropping its holds) and to the counters."""
-        req, usage = state.request, state.usage
+        req = state.request
         self.granted.pop(req.request_id, None)
-        usd = cost(usage, self.table)
-        days = Days(self.bus.kv.budgets)
+        who = (req.principal, req.session_id)
         try:
-            _, fresh = await days.charge(req.principal, req.request_id, usage, usd)
-            session = session_key(req.principal, req.session_id)
-            await days.charge(req.principal, req.request_id, usage, usd, key=session)
+            await settle(self.bus.kv.budgets, who, req.request_id, state.usage, self.table)
         except Exception as exc:  # the answer stands; only the count lacks it
             log.warning("request %s: could not count its spend: %r", req.request_id, exc)
-            return
-        if not fresh:
-            return  # counted before (a redelivery): the counters were counted then too
-        who = key_for(req.principal)[:12]
-        for model, used in usage.models.items():
-            SPEND_TOKENS.labels(who, model, "input").inc(used.input_tokens)
-            SPEND_TOKENS.labels(who, model, "output").inc(used.output_tokens)
-            SPEND_USD.labels(who, model).inc(cost(Usage(models={model: used}), self.table))
 
 
 def stopped(exc: BudgetSpent) -> Callable[[LoopState], LoopState]:
