@@ -16,8 +16,9 @@ from pydantic import SecretStr
 from starlette.websockets import WebSocket, WebSocketState
 
 from contracts.frames import StreamFrame
-from services.gateway.auth import Auth, AuthConfigError
-from services.gateway.hub import SEND_QUEUE_FRAMES, Connection
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import AuthConfigError
+from services.gateway.ws.connection import SEND_QUEUE_FRAMES, Connection
 from services.runtime.base.settings import Settings
 from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.gateway_client import AuthClient, api, wait_status
@@ -220,7 +221,7 @@ async def test_a_slow_reader_is_closed_with_1008_once_its_send_queue_is_full() -
 
 
 def test_tokens_map_to_principals_and_bad_entries_are_refused() -> None:
-    from services.gateway.auth import parse_tokens
+    from services.gateway.core.auth import parse_tokens
 
     assert parse_tokens(["tok:with:colons-123:alice", "# comment", ""], "t") == {
         "tok:with:colons-123": "alice"

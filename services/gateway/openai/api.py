@@ -16,6 +16,7 @@ import contextlib
 import re
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -51,14 +52,13 @@ from contracts.openai import (
     OpenAIErrorBody,
     SidekickInfo,
 )
-from services.gateway.api import parse_body, principal_of
-from services.gateway.auth import Auth
-from services.gateway.errors import GatewayError, Invalid, NotFound, RateLimited, Unauthorized
-from services.gateway.hub import Hub, end_metadata, progress_frame, questions_text
-from services.gateway.intake import Intake, scoped
-from services.gateway.intake import Request as NewRequest
-from services.runtime.requests import lanes
-from services.runtime.requests.lifecycle import PARKED
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import GatewayError, Invalid, NotFound, RateLimited, Unauthorized
+from services.gateway.core.http import parse_body, principal_of
+from services.gateway.core.hub import Hub
+from services.gateway.core.intake import Intake, scoped
+from services.gateway.core.outcomes import end_metadata, progress_frame, questions_text
+from services.gateway.core.said import Accepted, Answered, Refused, Submission, TooLong, Words
 
 CREATED = 1_735_689_600  # the models' "created" (2025-01-01): a fixed date, as they do not change
 WAIT = 600.0  # seconds a call waits for its answer
@@ -90,7 +90,7 @@ def refused(exc: GatewayError) -> Response:
 
 
 class OpenAIApi:
-    def __init__(self, hub: Hub, intake: Intake, auth: Auth) -> None:
+    def __init__(self, hub: Hub[Any], intake: Intake, auth: Auth) -> None:
         self.hub = hub
         self.intake = intake
         self.auth = auth
@@ -158,10 +158,6 @@ class OpenAIApi:
             raise Invalid("messages holds no user message with text.")
         last = users[-1]
         text = body.messages[last].text.strip()
-        if len(text) > self.bus.settings.max_message_chars:
-            raise Invalid(
-                f"Messages are limited to {self.bus.settings.max_message_chars} characters."
-            )
         history = [
             Turn(role=m.role, content=m.text)
             for m in body.messages[:last]
@@ -172,26 +168,24 @@ class OpenAIApi:
             raise Invalid(
                 "The session (user or X-Sidekick-Session) must be 1-128 of A-Z a-z 0-9 _ . : -."
             )
-        session_id = scoped(principal, uuid)
-        session = await lanes.load(self.bus, session_id)
-        parked = session.value.parked
-        if parked is not None:
-            record = await self.intake.record(parked)
-            if record is not None and record.principal == principal and record.state in PARKED:
-                events = stack.enter_context(self.hub.watch(parked))
-                await self.intake.answer(principal, parked, message=text)
-                return Call(parked, uuid, events)
-        request_id = new_id()
-        events = stack.enter_context(self.hub.watch(request_id))
-        new = NewRequest(
-            session_id=session_id,
-            text=text,
-            use_evaluator=body.model == "sidekick",
-            history=history,
+        events: list[asyncio.Queue[AnyEvent]] = []
+
+        async def watch(request_id: str, answering: bool) -> None:
+            # Before the words are sent, so that no event of the request is missed.
+            events.append(stack.enter_context(self.hub.watch(request_id)))
+
+        new = Submission(new_id(), use_evaluator=body.model == "sidekick", history=history)
+        said = await self.intake.say(
+            principal, scoped(principal, uuid), Words(text), to=new, surface="openai", before=watch
         )
-        await self.intake.submit(principal, new, request_id, chosen=False, session=session)
-        call = Call(request_id, uuid, events)
-        stack.callback(self._abandoned, principal, call)
+        if isinstance(said, TooLong):
+            raise Invalid(said.message)
+        if isinstance(said, Refused):
+            raise said.error
+        assert isinstance(said, Accepted | Answered) and events
+        call = Call(said.request_id, uuid, events[0])
+        if isinstance(said, Accepted):
+            stack.callback(self._abandoned, principal, call)
         return call
 
     async def _complete(self, call: Call, body: ChatCompletionRequest) -> Response:
