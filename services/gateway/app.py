@@ -63,7 +63,7 @@ def build(settings: Settings) -> ServiceHost:
     probe = Probe(bus)
     probe.register()
     chat = ChatSocket(bus, hub, intake, auth)
-    catch_up = CatchUp(bus, hub, intake, chat.catch_up)
+    catch_up = CatchUp(bus, hub, intake, chat.replays.catch_up)
     return ServiceHost(
         "gateway",
         settings,

@@ -1,5 +1,6 @@
 """The WebSocket endpoint: authenticate, validate client frames, and turn them into requests,
-answers to parked requests and cancels; replay what a session missed while it was away."""
+answers to parked requests and cancels (through the core's `Intake.say`); a session's socket gets
+what it missed while it was away (replay.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import ClarificationRequested, Outcome, new_id
+from contracts import new_id
 from contracts.frames import (
     CLIENT_FRAME,
     AckEvent,
@@ -27,7 +28,6 @@ from contracts.frames import (
     QueuedEvent,
     ReadyEvent,
     RejectedMetadata,
-    ReplayEvent,
     SessionFrame,
     in_kind,
 )
@@ -47,10 +47,9 @@ from services.gateway.core.said import (
     Words,
 )
 from services.gateway.ws.connection import Connection
-from services.gateway.ws.frames import outcome_frames
+from services.gateway.ws.replay import Replay
 from services.runtime.base.metrics import GATEWAY_FRAMES_REJECTED
 from services.runtime.bus.core import Bus
-from services.runtime.requests.sessions import load_session, mark_delivered, update_session
 from services.runtime.walls import jsonlimits
 
 __all__ = ["ChatSocket", "scoped"]
@@ -72,6 +71,7 @@ class ChatSocket:
         self.hub = hub
         self.intake = intake
         self.auth = auth
+        self.replays = Replay(bus, hub, intake)
 
     async def endpoint(self, ws: WebSocket) -> None:
         present, principal = self.auth.from_header(ws)
@@ -233,14 +233,14 @@ class ChatSocket:
         self.hub.attach(conn, session_id)
         if conn.events:
             conn.send(ReadyEvent(event="ready", uuid=frame.uuid))
-        await self.replay(conn, session_id)
+        await self.replays.replay(conn, session_id)
 
     async def join(self, conn: Connection, session_id: str) -> None:
         """Make `session_id` the socket's session (a frame named it), replaying what it missed
         the first time this socket joins it."""
         conn.session = session_id
         if self.hub.attach(conn, session_id):
-            await self.replay(conn, session_id)
+            await self.replays.replay(conn, session_id)
 
     async def on_message(self, conn: Connection, frame: MessageFrame) -> None:
         text = message_text(frame)
@@ -306,7 +306,7 @@ class ChatSocket:
             self.hub.attach(conn, said.record.session_id)
         elif isinstance(said, Accepted) and not said.fresh:
             # A retried id: answer from the stored outcome if it already ended.
-            await self._send_stored(conn, said.request_id)
+            await self.replays.stored(conn, said.request_id)
 
     async def on_cancel(self, conn: Connection, frame: CancelFrame) -> None:
         try:
@@ -316,50 +316,6 @@ class ChatSocket:
         self.hub.attach(conn, status.session_id)
         if conn.events:
             conn.send(AckEvent(event="ack", request_id=frame.cancel, action="cancel"))
-
-    async def _send_stored(self, conn: Connection, request_id: str) -> None:
-        outcome = await self.intake.outcome(request_id)
-        if outcome is not None:  # asked for again: send it even if this socket saw it
-            conn.mark_seen(outcome.event_id)
-            for frame in outcome_frames(conn, outcome):
-                conn.send(frame)
-
-    async def catch_up(self) -> None:
-        """The replay, to every socket this gateway holds (its bus connection came back)."""
-        for session_id, conns in list(self.hub.sessions.items()):
-            for conn in list(conns):
-                if not conn.closed:
-                    await self.replay(conn, session_id)
-
-    async def replay(self, conn: Connection, session_id: str) -> None:
-        """Send what ended (or asked) while no socket of the session was there, and a question
-        still open; then those results count as delivered."""
-        try:
-            record = await load_session(self.bus, session_id)
-            sent: list[str] = []
-            for request_id in record.undelivered:
-                outcome = await self.intake.outcome(request_id)
-                sent.append(request_id)
-                if outcome is None or outcome.session_id != session_id:
-                    continue
-                if isinstance(outcome, ClarificationRequested) and record.parked != request_id:
-                    continue  # answered since; its end will come
-                await self._send(conn, outcome)
-            if record.parked is not None and record.parked not in sent:
-                outcome = await self.intake.outcome(record.parked)
-                if isinstance(outcome, ClarificationRequested):
-                    await self._send(conn, outcome)
-            if sent:
-                await update_session(self.bus, session_id, lambda rec: mark_delivered(rec, sent))
-        except Exception as exc:  # the live socket must survive a store hiccup
-            log.warning("could not replay session %s: %r", session_id, exc)
-
-    async def _send(self, conn: Connection, outcome: Outcome) -> None:
-        if conn.mark_seen(outcome.event_id):
-            if conn.events:  # the whole answer follows: a client may drop what it streamed
-                conn.send(ReplayEvent(event="replay", request_id=outcome.request_id))
-            for frame in outcome_frames(conn, outcome):
-                conn.send(frame)
 
 
 def message_text(frame: MessageFrame) -> str:
