@@ -99,8 +99,10 @@ class Intake:
         """What `principal` says into `session_id`: an answer to the request `to` names
         (Reply), or a new request (Submission), which answers instead the request parked on
         the user in the session, if there is one (or refuses, or ignores it: `on_parked`).
-        `taken` is told once it is taken, before the request can go on, so that a client hears
-        "accepted" ahead of the request's first event. GatewayErrors come back as Refused."""
+        `before` is told where the words go before they are sent; `taken` once they are taken,
+        before the request can go on, so that a client hears "accepted" ahead of the request's
+        first event. `surface` names the caller in the request's trace. GatewayErrors come back
+        as Refused (an exception of `before` other than a GatewayError goes up)."""
         limit = self.bus.settings.max_message_chars
         if len(words.text) > limit:
             return TooLong(limit, len(words.text))
