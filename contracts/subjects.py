@@ -155,7 +155,7 @@ class Subjects:
         """Every client-bound event is kept, in the order published: the outcomes (published
         durably) and the chunks and progress (core NATS, stored by the server as they pass), so
         a client that lost its stream re-attaches from the last event it saw (the A2A and
-        AG-UI streams, services/gateway/feed.py)."""
+        AG-UI streams, services/gateway/core/feed.py)."""
         return [self.out_all]
 
 

@@ -128,6 +128,8 @@ async def test_a_clarification_is_input_required_and_the_next_message_answers_it
     task = (await client.send_message(say("Please route: weather tomorrow"))).task
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert "City?" in task.status.message.parts[0].text
+    with pytest.raises(UnsupportedOperationError):  # a waiting task is answered by its id only
+        await client.send_message(say("Paris", context_id=task.context_id))
     done = (await client.send_message(say("Paris", task_id=task.id))).task
     assert done.id == task.id
     assert done.status.state == TaskState.TASK_STATE_COMPLETED

@@ -13,7 +13,7 @@ import pytest
 from contracts import utcnow
 from contracts.approvals import Approval, approval_question, digest_of
 from services.gateway.approving import verdict_of
-from services.gateway.errors import Invalid
+from services.gateway.core.errors import Invalid
 from services.workers.policy import Policy, PolicyError, Ruling
 from services.workers.tools.approvals import shown_arguments
 from services.workers.tools.hosts import host_of

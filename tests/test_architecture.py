@@ -1,6 +1,7 @@
 """The code's shape: the floors (contracts -> runtime -> services -> command line) with no
-arrow running back up and no import cycle, modules small enough to read in one sitting, and
-the README's map of the code naming what is there."""
+arrow running back up and no import cycle, the gateway's surfaces each over the core and none
+over another, modules small enough to read in one sitting, and the README's map of the code
+naming what is there."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ TOOLS = ("evals",)
 # The runtime's sub-packages, lowest first: each imports only lower levels (and not its siblings
 # on its own level). Each one's __init__.py says so in words.
 RUNTIME_LEVELS = {"base": 0, "walls": 1, "llm": 1, "bus": 1, "requests": 2, "hosting": 3}
+GATEWAY = ROOT / "services" / "gateway"
+# The gateway's packages: the core every surface shares, and one package per surface.
+GATEWAY_SURFACES = ("ws", "workflows", "openai", "a2a", "agui", "approvals", "page")
 
 
 def modules() -> dict[str, Path]:
@@ -114,6 +118,35 @@ def test_runtime_has_no_loose_modules_and_each_sub_package_says_what_it_holds() 
         assert doc and "import" in doc.lower(), (
             f"services/runtime/{room}/__init__.py: say what it imports"
         )
+
+
+def gateway_package(module: str) -> str | None:
+    """The gateway package a module is in (core or a surface); None outside them."""
+    parts = module.split(".")
+    if parts[:2] != ["services", "gateway"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in (*GATEWAY_SURFACES, "core") else None
+
+
+def test_no_gateway_surface_imports_another_and_the_core_imports_none() -> None:
+    packages = {p.parent.name for p in GATEWAY.glob("*/__init__.py")}
+    assert packages == {"core", *GATEWAY_SURFACES}, (
+        f"every gateway package is the core or a known surface: {sorted(packages)}"
+    )
+    found = modules()
+    wrong = []
+    for module, path in found.items():
+        own = gateway_package(module)
+        if own is None:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(tree)):
+            wrong.append(f"{module} imports relatively (this check reads absolute imports)")
+        for target in imports(path, set(found)):
+            other = gateway_package(target)
+            if other is not None and other not in (own, "core"):
+                wrong.append(f"{module} ({own}) imports {target} ({other})")
+    assert not wrong, "\n".join(sorted(wrong))
 
 
 def test_there_is_no_import_cycle() -> None:

@@ -33,7 +33,8 @@ from contracts.frames import (
     MessageFrame,
 )
 from contracts.schema_files import ASYNCAPI, MODELS, SCHEMA_DIR, render
-from services.gateway.hub import Connection, outcome_frames
+from services.gateway.ws.connection import Connection
+from services.gateway.ws.frames import outcome_frames
 from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import SERVICES, permissions
 from services.runtime.llm import strict_schema

@@ -16,8 +16,9 @@ from pydantic import SecretStr
 from starlette.websockets import WebSocket, WebSocketState
 
 from contracts.frames import StreamFrame
-from services.gateway.auth import Auth, AuthConfigError
-from services.gateway.hub import SEND_QUEUE_FRAMES, Connection
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import AuthConfigError
+from services.gateway.ws.connection import SEND_QUEUE_FRAMES, Connection
 from services.runtime.base.settings import Settings
 from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.gateway_client import AuthClient, api, wait_status
@@ -181,6 +182,62 @@ async def test_a_message_over_the_length_limit_is_refused(secure_system: System)
     assert resp.status_code == 422
 
 
+async def test_every_surface_renders_the_one_length_check_in_its_own_shape(
+    secure_system: System,
+) -> None:
+    """One check in the core (Intake.say), each protocol's own refusal: the numbers are the
+    limit's, and nothing was started."""
+    too_long, said = "x" * 501, "Messages are limited to 500 characters."
+    async with api(secure_system.http_url, "frank") as http:
+        v1 = await http.post(
+            "/v1/chat/completions",
+            json={"model": "sidekick", "messages": [{"role": "user", "content": too_long}]},
+        )
+        agui = await http.post(
+            "/ag-ui",
+            json={
+                "threadId": "long-thread",
+                "runId": "long-run",
+                "messages": [{"id": "m1", "role": "user", "content": too_long}],
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            },
+        )
+        message = {"messageId": "long-1", "role": "ROLE_USER", "parts": [{"text": too_long}]}
+        a2a = await http.post(
+            "/a2a",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": message},
+            },
+        )
+        workflow = await http.post("/api/workflows", json={"text": too_long})
+        workflows = await http.get("/api/workflows")
+        sessions = await http.get("/api/sessions")
+    assert v1.status_code == 400
+    assert v1.json()["error"] == {
+        "message": said,
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_body",
+    }
+    assert agui.status_code == 422 and agui.json()["error"]["message"] == said
+    assert a2a.status_code == 200 and a2a.json()["error"] == {
+        "code": -32602,
+        "message": "Invalid params: messages are limited to 500 characters.",
+    }
+    assert workflow.status_code == 422
+    assert workflow.json()["detail"] == [
+        {"loc": ["body", "text"], "msg": "too long", "type": "string_too_long"}
+    ]
+    assert workflow.json()["error"]["message"] == "text is limited to 500 characters."
+    assert workflows.json() == [] and sessions.json() == {"sessions": []}, "nothing started"
+
+
 class StuckSocket:
     """A WebSocket whose peer never reads: every send waits forever."""
 
@@ -220,7 +277,7 @@ async def test_a_slow_reader_is_closed_with_1008_once_its_send_queue_is_full() -
 
 
 def test_tokens_map_to_principals_and_bad_entries_are_refused() -> None:
-    from services.gateway.auth import parse_tokens
+    from services.gateway.core.auth import parse_tokens
 
     assert parse_tokens(["tok:with:colons-123:alice", "# comment", ""], "t") == {
         "tok:with:colons-123": "alice"

@@ -1,4 +1,4 @@
-"""A gateway catches up after its NATS connection comes back (services/gateway/catchup.py), on a
+"""A gateway catches up once its NATS connection is back (services/gateway/core/catchup.py), on a
 3-node cluster whose nodes do not announce each other to clients: the gateway is given the first
 node only, every other service the other two. A request's worker is held; the gateway's node is
 killed; the held answer goes on, so the request's end is published and stored while the gateway

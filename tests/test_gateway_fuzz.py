@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from websockets.sync.client import ClientConnection, connect
 
 from contracts.frames import ErrorCode, InitFrame, MessageFrame, SessionFrame
-from services.gateway.ws import message_text
+from services.gateway.ws.endpoint import message_text
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
 

@@ -13,7 +13,7 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import SessionRecord, Subjects
-from services.gateway.intake import scoped
+from services.gateway.core.intake import scoped
 from services.runtime.bus.kvstore import key_for
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, structured
 from tests.support.harness import Client, Conversation, System

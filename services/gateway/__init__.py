@@ -1,6 +1,9 @@
 """Gateway: the only public entry point, bridging clients onto the bus.
 
-A request enters from a client: a WebSocket frame (`ws.py`), the workflows API
-(`workflows.py`), the OpenAI-compatible endpoint (`openai_api.py`); `intake.py` accepts it and
-publishes `chat.requested`. It leaves as the client-bound `out.<request>.…` events, which
-`hub.py` hands to the socket or HTTP caller that is waiting for them."""
+One core (`core/`) and one package per surface over it: the WebSocket with the seeds' legacy
+protocol (`ws/`), the workflows API (`workflows/`), the OpenAI-compatible `/v1` (`openai/`),
+A2A (`a2a/`), AG-UI (`agui/`), the approvals queue (`approvals/`) and the web page (`page/`).
+What a person says on any surface goes through `core/intake.py` (`Intake.say`), which publishes
+`chat.requested` or resumes a parked request; the client-bound `out.<request>.…` events come
+back through `core/outbound.py` to `core/hub.py`, which hands them to the socket or HTTP caller
+waiting for them. `app.py` wires it together. No surface imports another."""

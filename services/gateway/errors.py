@@ -1,93 +1,26 @@
-"""What the gateway refuses, and why, for both the WebSocket (an error frame with `code`) and
-the HTTP API (the status code with `{"error": {"code", "message"}}`).
+"""The gateway's errors now live in `services/gateway/core/errors.py`; this name is kept only for
+`spend.py` and `approving.py`, which import it and move to their own homes next."""
 
-    GatewayError            code, message, http_status
-    ├── Unauthorized        401 unauthorized      no token, or a wrong one
-    ├── Invalid             422 invalid_body      the body fails validation (details in `detail`)
-    │   └── TooLarge        413 invalid_body      the body is over the size limit
-    ├── NotFound            404 not_found         unknown id, or another principal's
-    ├── Conflict            409 conflict          e.g. not awaiting clarification, id in use
-    ├── Busy                409 busy              `reject`: the session answers another request
-    ├── RateLimited         429 rate_limited      per-minute limit or concurrency cap
-    └── Unavailable         503 unavailable       the bus did not take the message
-"""
+from services.gateway.core.errors import (
+    Busy,
+    Conflict,
+    GatewayError,
+    Invalid,
+    NotFound,
+    RateLimited,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+)
 
-from __future__ import annotations
-
-from typing import Any
-
-from contracts.frames import ErrorBody, ErrorCode
-from contracts.http import ErrorResponse, ValidationDetail
-
-
-class GatewayError(Exception):
-    """A refusal; each kind names its `code` and `http_status` where it is declared."""
-
-    code: ErrorCode = "request_failed"
-    http_status: int = 400
-
-    def __init_subclass__(
-        cls, *, code: ErrorCode | None = None, http_status: int | None = None, **kwargs: Any
-    ) -> None:
-        super().__init_subclass__(**kwargs)
-        if code is not None:
-            cls.code = code
-        if http_status is not None:
-            cls.http_status = http_status
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def body(self) -> ErrorResponse:
-        # `detail` as FastAPI's errors have it, for the workflow seed's clients.
-        return ErrorResponse(
-            error=ErrorBody(code=self.code, message=self.message), detail=self.message
-        )
-
-
-class Unauthorized(GatewayError, code="unauthorized", http_status=401):
-    """No token, or a wrong one."""
-
-
-class Invalid(GatewayError, code="invalid_body", http_status=422):
-    """The body fails validation; `detail` says where."""
-
-    def __init__(self, message: str, detail: list[ValidationDetail] | None = None) -> None:
-        super().__init__(message)
-        self.detail = detail or []
-
-    def body(self) -> ErrorResponse:
-        # FastAPI answers every 422 with a list of {loc, msg, type}.
-        detail = self.detail or [
-            ValidationDetail(loc=["body"], msg=self.message, type="value_error")
-        ]
-        return super().body().model_copy(update={"detail": detail})
-
-
-class TooLarge(Invalid, http_status=413):
-    """The body is over the size limit."""
-
-
-class NotFound(GatewayError, code="not_found", http_status=404):
-    """An unknown id, or another principal's."""
-
-
-class Conflict(GatewayError, code="conflict", http_status=409):
-    """Not in a state that allows it (e.g. not awaiting clarification), or an id in use."""
-
-
-class Busy(GatewayError, code="busy", http_status=409):
-    """`reject`: the session answers another request."""
-
-
-class RateLimited(GatewayError, code="rate_limited", http_status=429):
-    """Over the per-minute limit or the concurrency cap; `retry_after` seconds."""
-
-    def __init__(self, message: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class Unavailable(GatewayError, code="unavailable", http_status=503):
-    """The bus did not take the message."""
+__all__ = [
+    "Busy",
+    "Conflict",
+    "GatewayError",
+    "Invalid",
+    "NotFound",
+    "RateLimited",
+    "TooLarge",
+    "Unauthorized",
+    "Unavailable",
+]

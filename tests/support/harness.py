@@ -13,7 +13,7 @@ from typing import Any
 
 import websockets
 
-from services.gateway.hub import ROUTED_TEXT
+from services.gateway.ws.frames import ROUTED_TEXT
 from services.runtime.base import children
 from services.runtime.base.children import (
     SERVICES,

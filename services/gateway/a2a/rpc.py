@@ -30,12 +30,11 @@ from contracts.a2a import StreamResponse
 from services.gateway.a2a import legacy
 from services.gateway.a2a.card import card
 from services.gateway.a2a.service import RpcError, TaskService
-from services.gateway.api import MAX_BODY_BYTES, error_response, principal_of
-from services.gateway.auth import Auth
-from services.gateway.errors import GatewayError, RateLimited, Unauthorized
-from services.gateway.feed import Feed
-from services.gateway.hub import Hub
-from services.gateway.intake import Intake
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import GatewayError, RateLimited, Unauthorized
+from services.gateway.core.feed import Feed
+from services.gateway.core.http import MAX_BODY_BYTES, error_response, principal_of
+from services.gateway.core.intake import Intake
 from services.runtime.walls import jsonlimits
 
 Id = str | int | None
@@ -70,9 +69,9 @@ def refused(id_: Id, exc: GatewayError) -> Response:
 
 
 class A2AApi:
-    def __init__(self, hub: Hub, intake: Intake, auth: Auth, feed: Feed) -> None:
+    def __init__(self, intake: Intake, auth: Auth, feed: Feed) -> None:
         self.auth = auth
-        self.tasks = TaskService(hub, intake, feed)
+        self.tasks = TaskService(intake, feed)
 
     def routes(self) -> list[Route]:
         return [

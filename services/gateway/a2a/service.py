@@ -29,13 +29,12 @@ from contracts.a2a import (
 )
 from contracts.frames import ID_PATTERN
 from services.gateway.a2a.tasks import Updates, state_of, task_of
-from services.gateway.errors import Conflict, NotFound
-from services.gateway.feed import Feed
-from services.gateway.hub import Hub
-from services.gateway.intake import Intake, scoped, unscoped
-from services.gateway.intake import Request as NewRequest
+from services.gateway.core.errors import Conflict, NotFound
+from services.gateway.core.feed import Feed
+from services.gateway.core.intake import Intake, scoped, unscoped
+from services.gateway.core.said import Refused, Reply, Said, Submission, TooLong, Waiting, Words
+from services.runtime.base.errors import SidekickError
 from services.runtime.bus.kvstore import key_for
-from services.runtime.requests import lanes
 
 WAIT = 600.0  # seconds SendMessage waits for a terminal or interrupted state
 SCAN = 1000  # the principal's newest requests ListTasks looks through
@@ -44,7 +43,7 @@ CONTEXT = re.compile(ID_PATTERN)
 ENDS = (RequestCompleted, RequestFailed, RequestCancelled)
 
 
-class RpcError(Exception):
+class RpcError(SidekickError):
     """An A2A error: its JSON-RPC code and message."""
 
     def __init__(self, code: int, message: str) -> None:
@@ -79,9 +78,18 @@ def content(message: MessageIn) -> tuple[str, dict[str, str]]:
     return "\n".join(texts).strip(), answers
 
 
+def rendered(said: Said) -> None:
+    """A refusal of the intake as this protocol has it (taken: nothing to say)."""
+    if isinstance(said, TooLong):
+        raise RpcError(-32602, f"Invalid params: messages are limited to {said.limit} characters.")
+    if isinstance(said, Refused):
+        if isinstance(said.error, Conflict) and said.answering:  # answered meanwhile
+            raise RpcError(-32004, said.error.message) from said.error
+        raise said.error
+
+
 class TaskService:
-    def __init__(self, hub: Hub, intake: Intake, feed: Feed) -> None:
-        self.hub = hub
+    def __init__(self, intake: Intake, feed: Feed) -> None:
         self.intake = intake
         self.feed = feed
         self.bus = intake.bus
@@ -110,27 +118,23 @@ class TaskService:
             return task_id, after, wait
         if not text:
             raise RpcError(-32602, "Invalid params: the message has no text.")
-        if len(text) > self.bus.settings.max_message_chars:
-            limit = self.bus.settings.max_message_chars
-            raise RpcError(-32602, f"Invalid params: messages are limited to {limit} characters.")
         context = message.context_id or f"a2a-{key_for(principal + message.message_id)[:24]}"
         if not CONTEXT.match(context):
             raise RpcError(-32602, "Invalid params: contextId must be 1-128 of A-Z a-z 0-9 _ . : -")
-        session_id = scoped(principal, context)
-        session = await lanes.load(self.bus, session_id)
-        parked = session.value.parked
-        if parked is not None:
-            record = await self.intake.record(parked)
-            if record and record.principal == principal and state_of(record).endswith("REQUIRED"):
-                raise RpcError(
-                    -32004,
-                    f"Task {parked} of this context waits for input: send the answer with "
-                    f"taskId {parked}.",
-                )
-        # The message id names the task: a retried send is answered, not run again.
+        # The message id names the task: a retried send is answered, not run again. A task
+        # waiting for input is answered only by its id.
         task_id = "a2a-" + key_for(f"{principal}/{message.message_id}")[:32]
-        new = NewRequest(session_id=session_id, text=text)
-        await self.intake.submit(principal, new, task_id, session=session)
+        new = Submission(task_id, chosen=True, on_parked="refuse")
+        said = await self.intake.say(
+            principal, scoped(principal, context), Words(text), to=new, surface="a2a"
+        )
+        if isinstance(said, Waiting):
+            raise RpcError(
+                -32004,
+                f"Task {said.parked} of this context waits for input: send the answer with "
+                f"taskId {said.parked}.",
+            )
+        rendered(said)
         return task_id, 0, wait
 
     async def _answer(
@@ -148,10 +152,11 @@ class TaskService:
         if not text and not answers:
             raise RpcError(-32602, "Invalid params: the message has no answer.")
         after = await self.feed.last(self.bus.subjects.request_clarification(record.request_id))
-        try:
-            await self.intake.answer(principal, record.request_id, message=text, answers=answers)
-        except Conflict as exc:
-            raise RpcError(-32004, exc.message) from exc
+        words = Words(text, answers=answers)
+        said = await self.intake.say(
+            principal, record.session_id, words, to=Reply(record.request_id), surface="a2a"
+        )
+        rendered(said)
         return record.request_id, after
 
     async def send(self, params: dict[str, Any], principal: str) -> BaseModel:

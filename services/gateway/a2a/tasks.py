@@ -26,8 +26,8 @@ from contracts.a2a import (
     TaskStatusUpdateEvent,
 )
 from contracts.state import RequestState
-from services.gateway.hub import questions_text
-from services.gateway.intake import unscoped
+from services.gateway.core.intake import unscoped
+from services.gateway.core.outcomes import questions_text
 
 # The request's states as task states. A parked state (waiting for the user) is INPUT_REQUIRED:
 # a new one (an approval, say) is one entry here and one in agui/translate.py's INTERRUPTS.

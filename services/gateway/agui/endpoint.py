@@ -30,15 +30,20 @@ from starlette.routing import Route
 from contracts import ClarificationRequested, Turn, new_id
 from contracts.frames import ID_PATTERN
 from services.gateway.agui.translate import Run, Translator
-from services.gateway.api import error_response, parse_body, principal_of
-from services.gateway.auth import Auth
-from services.gateway.errors import Conflict, GatewayError, Invalid, NotFound
-from services.gateway.feed import Feed
-from services.gateway.intake import Intake, scoped
-from services.gateway.intake import Request as NewRequest
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import Conflict, GatewayError, Invalid, NotFound
+from services.gateway.core.feed import Feed
+from services.gateway.core.http import error_response, parse_body, principal_of
+from services.gateway.core.intake import Intake, scoped
+from services.gateway.core.said import (
+    Refused,
+    Reply,
+    Submission,
+    TooLong,
+    Waiting,
+    Words,
+)
 from services.runtime.bus.kvstore import get_model, key_for
-from services.runtime.requests import lanes
-from services.runtime.requests.lifecycle import PARKED
 
 ID = re.compile(ID_PATTERN)
 EVENT_ID = re.compile(r"^(\d{1,19})\.(\d{1,6})$")
@@ -113,34 +118,19 @@ class AgUiApi:
         return JSONResponse({"run_id": known.run_id, "status": "cancelling"}, status_code=202)
 
     async def _start(self, principal: str, body: RunAgentInput) -> RunRecord:
-        """A new run: the resumption of the thread's parked request, or a new request."""
+        """A new run: the resumption of the thread's parked request, or a new request (a plain
+        message on a thread parked on a question answers it, as on `/v1`)."""
         session_id = scoped(principal, body.thread_id)
-        session = await lanes.load(self.bus, session_id)
-        parked = await self._parked(principal, session.value.parked)
         text, history = said(body)
         if body.resume:
+            parked = await self._parked(principal, session_id)
             if parked is None:
                 raise Conflict("This thread has no open interrupt (answered already, or stale).")
             return await self._resume(principal, body, parked)
-        if parked is not None and text:  # a plain message answers the open question
-            return await self._answer(principal, body, parked, text, {})
         if not text:
             raise Invalid("messages holds no user message with text.")
-        if len(text) > self.bus.settings.max_message_chars:
-            raise Invalid(f"Messages are limited to {self.bus.settings.max_message_chars} chars.")
-        record = RunRecord(
-            thread_id=body.thread_id, run_id=body.run_id, request_id=new_id(), after=0
-        )
-        await self._keep(principal, record)
-        new = NewRequest(session_id=session_id, text=text, history=history)
-        try:
-            await self.intake.submit(
-                principal, new, record.request_id, chosen=False, session=session
-            )
-        except GatewayError:
-            await self._forget(principal, record.run_id)
-            raise
-        return record
+        new = Submission(new_id(), history=history)
+        return await self._say(principal, body, session_id, Words(text), new)
 
     async def _resume(
         self, principal: str, body: RunAgentInput, parked: ClarificationRequested
@@ -154,60 +144,70 @@ class AgUiApi:
                 f"the open one is {parked.event_id}."
             )
         if entry.status == "cancelled":
-            record = await self._resumed(principal, body, parked)
+            record = await self._resumed(principal, body, parked.request_id)
             await self.intake.cancel(principal, parked.request_id)
             return record
         payload = entry.payload
         if isinstance(payload, dict):
-            answers = {str(k): str(v) for k, v in payload.items()}
-            return await self._answer(principal, body, parked, "", answers)
-        text = payload if isinstance(payload, str) else said(body)[0]
-        if not text:
-            raise Invalid("resume[].payload holds no answer (an object or a string).")
-        return await self._answer(principal, body, parked, text, {})
+            words = Words(answers={str(k): str(v) for k, v in payload.items()})
+        else:
+            text = payload if isinstance(payload, str) else said(body)[0]
+            if not text:
+                raise Invalid("resume[].payload holds no answer (an object or a string).")
+            words = Words(text)
+        session_id = scoped(principal, body.thread_id)
+        return await self._say(principal, body, session_id, words, Reply(parked.request_id))
 
-    async def _answer(
+    async def _say(
         self,
         principal: str,
         body: RunAgentInput,
-        parked: ClarificationRequested,
-        text: str,
-        answers: dict[str, str],
+        session_id: str,
+        words: Words,
+        to: Submission | Reply,
     ) -> RunRecord:
-        record = await self._resumed(principal, body, parked)
-        try:
-            await self.intake.answer(principal, parked.request_id, message=text, answers=answers)
-        except GatewayError:
-            await self._forget(principal, record.run_id)
-            raise
-        return record
+        """The words through the intake, the run kept (before they are sent, so that a client
+        re-attaching finds it) and forgotten again when they are refused."""
+        kept: list[RunRecord] = []
 
-    async def _resumed(
-        self, principal: str, body: RunAgentInput, parked: ClarificationRequested
-    ) -> RunRecord:
+        async def keep(request_id: str, answering: bool) -> None:
+            if answering:
+                kept.append(await self._resumed(principal, body, request_id))
+                return
+            run = RunRecord(
+                thread_id=body.thread_id, run_id=body.run_id, request_id=request_id, after=0
+            )
+            await self._keep(principal, run)
+            kept.append(run)
+
+        said = await self.intake.say(
+            principal, session_id, words, to=to, surface="agui", before=keep
+        )
+        if isinstance(said, TooLong):
+            raise Invalid(said.message)
+        if isinstance(said, Refused):
+            if kept:
+                await self._forget(principal, body.run_id)
+            raise said.error
+        assert not isinstance(said, Waiting) and kept
+        return kept[0]
+
+    async def _resumed(self, principal: str, body: RunAgentInput, request_id: str) -> RunRecord:
         """The run that goes on from the parked event: its events are those stored after it."""
-        after = await self.feed.last(self.bus.subjects.request_clarification(parked.request_id))
+        after = await self.feed.last(self.bus.subjects.request_clarification(request_id))
         record = RunRecord(
             thread_id=body.thread_id,
             run_id=body.run_id,
-            request_id=parked.request_id,
+            request_id=request_id,
             after=after,
         )
         await self._keep(principal, record)
         return record
 
-    async def _parked(
-        self, principal: str, request_id: str | None
-    ) -> ClarificationRequested | None:
-        if request_id is None:
-            return None
-        record = await self.intake.record(request_id)
-        if record is None or record.principal != principal:
-            return None
-        outcome = record.outcome
-        if record.state in PARKED and isinstance(outcome, ClarificationRequested):
-            return outcome
-        return None
+    async def _parked(self, principal: str, session_id: str) -> ClarificationRequested | None:
+        record = await self.intake.parked(principal, session_id)
+        outcome = record.outcome if record is not None else None
+        return outcome if isinstance(outcome, ClarificationRequested) else None
 
     def _key(self, principal: str, run_id: str) -> str:
         return f"agui.{key_for(principal)}.{key_for(run_id)}"

@@ -57,7 +57,7 @@ from contracts import (
     StreamChunk,
     Usage,
 )
-from services.gateway.hub import questions_text
+from services.gateway.core.outcomes import questions_text
 
 
 @dataclass(frozen=True)

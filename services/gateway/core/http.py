@@ -1,9 +1,10 @@
-"""Plumbing shared by the HTTP API routes (who is asking, bodies, errors), plus the small
-routes the web page needs: its configuration and a session's history."""
+"""Plumbing every HTTP surface shares: who is asking (`principal_of`, `guarded`), bodies read
+within the size and nesting limits (`parse_body`), path and query values, a refusal as the
+response its status and body say (`error_response`); plus the service's own routes, `/health`
+and `/openapi.json`, and the CORS middleware."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -15,22 +16,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from contracts import SessionRecord, openapi
+from contracts import openapi
 from contracts.frames import ID_PATTERN, REQUEST_ID_PATTERN
-from contracts.http import (
-    Health,
-    HttpBody,
-    OpenQuestion,
-    OutboxListing,
-    PageConfig,
-    SessionHistory,
-    SessionList,
-    SessionSummary,
-    ValidationDetail,
-    WorkflowList,
-)
-from services.gateway.auth import Auth
-from services.gateway.errors import (
+from contracts.http import Health, HttpBody, ValidationDetail, WorkflowList
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import (
     GatewayError,
     Invalid,
     NotFound,
@@ -38,23 +28,15 @@ from services.gateway.errors import (
     TooLarge,
     Unauthorized,
 )
-from services.gateway.intake import Intake, scoped, unscoped
-from services.runtime.base.settings import LOCAL_MODEL_NOTICE, Settings
+from services.runtime.base.settings import Settings
 from services.runtime.bus.core import Bus
-from services.runtime.bus.kvstore import get_model, key_for
-from services.runtime.requests import outbox
 from services.runtime.walls import jsonlimits
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Request, str], Awaitable[Response]]
 
 MAX_BODY_BYTES = 256 * 1024
-OUTBOX_SCAN = 500
-# The sidebar groups the principal's newest requests by conversation; older ones drop off it
-# (their sessions still open by uuid).
-SESSIONS_SCAN = 200
-TITLE_CHARS = 80
-_ID = re.compile(ID_PATTERN)
+ID = re.compile(ID_PATTERN)
 REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
 
@@ -125,90 +107,11 @@ def query_limit(request: Request, *, default: int, most: int) -> int:
         raise Invalid("limit must be a whole number.") from exc
 
 
-def path_id(request: Request, name: str, pattern: re.Pattern[str] = _ID) -> str:
+def path_id(request: Request, name: str, pattern: re.Pattern[str] = ID) -> str:
     value = str(request.path_params[name])
     if not pattern.match(value):
         raise NotFound(f"No {name} {value[:64]!r}.")
     return value
-
-
-class PageApi:
-    """`GET /api/config` (public), and the principal's `GET /api/sessions` (conversations,
-    newest first), `GET /api/sessions/{uuid}/history` and `GET /api/outbox` (mail kept unsent
-    because no SendGrid key is set; optional query: `limit` 1-200, default 50, and `session`, a
-    client uuid, for one conversation's mail)."""
-
-    def __init__(self, bus: Bus, intake: Intake, auth: Auth) -> None:
-        self.bus = bus
-        self.intake = intake
-        self.auth = auth
-
-    async def config(self, _: Request) -> Response:
-        settings = self.bus.settings
-        return respond(
-            PageConfig(
-                auth_required=self.auth.required,
-                max_message_chars=settings.max_message_chars,
-                model_notice=LOCAL_MODEL_NOTICE if settings.local_model else None,
-            )
-        )
-
-    async def sessions(self, request: Request, principal: str) -> Response:
-        """The principal's chat conversations (workflows have their own list), from the
-        gateway's index of its requests: uuid, title (the first message seen), last activity,
-        and how many of the scanned requests belong to it."""
-        try:
-            limit = min(max(int(request.query_params.get("limit", "30")), 1), 100)
-        except ValueError as exc:
-            raise Invalid("limit must be a whole number.") from exc
-        ids = await self.intake.recent(principal, SESSIONS_SCAN)
-        found = await asyncio.gather(*(self.intake.load(rid) for rid in ids))
-        by_uuid: dict[str, SessionSummary] = {}
-        for tracked in found:  # newest first
-            if tracked is None or tracked.value.principal != principal:
-                continue
-            record = tracked.value
-            uuid = unscoped(principal, record.session_id)
-            if uuid.startswith("workflow-"):
-                continue
-            seen = by_uuid.get(uuid)
-            by_uuid[uuid] = SessionSummary(
-                uuid=uuid,
-                title=record.text[:TITLE_CHARS],  # older requests overwrite: the first message
-                updated_at=seen.updated_at if seen else record.updated_at,
-                requests=(seen.requests if seen else 0) + 1,
-            )
-        return respond(SessionList(sessions=list(by_uuid.values())[:limit]))
-
-    async def history(self, request: Request, principal: str) -> Response:
-        uuid = path_id(request, "uuid")
-        record, revision = await get_model(
-            self.bus.kv.sessions, key_for(scoped(principal, uuid)), SessionRecord
-        )
-        if record is None and revision == 0:
-            raise NotFound(f"No session {uuid}.")
-        record = record or SessionRecord()
-        parked: OpenQuestion | None = None
-        if record.parked is not None:
-            status = await self.intake.record(record.parked)
-            if (
-                status
-                and status.principal == principal
-                and status.status == "awaiting_clarification"
-            ):
-                parked = OpenQuestion(
-                    request_id=status.request_id,
-                    text=status.text,
-                    questions=status.clarification_questions,
-                )
-        return respond(SessionHistory(session=uuid, turns=record.turns, parked=parked))
-
-    async def outbox(self, request: Request, principal: str) -> Response:
-        limit = query_limit(request, default=50, most=200)
-        entries = await outbox.read(self.bus.js, self.bus.subjects, limit=OUTBOX_SCAN)
-        mine = outbox.visible_to(entries, principal, request.query_params.get("session"))
-        note = f"Outbox mail was NOT sent: {outbox.SEND_HINT}"
-        return respond(OutboxListing(note=note, entries=mine[:limit]))
 
 
 def meta_routes(bus: Bus) -> list[Route]:

@@ -12,6 +12,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from services.gateway.core.errors import RateLimited
+
 
 @dataclass
 class Refusal:
@@ -62,6 +64,12 @@ class Limits:
             self._inflight.setdefault(principal, {})[request_id] = now
             self._owner[request_id] = principal
         return None
+
+    def take(self, principal: str, request_id: str) -> None:
+        """Count it as `admit` does, or raise RateLimited saying why not."""
+        refusal = self.admit(principal, request_id)
+        if refusal is not None:
+            raise RateLimited(refusal.message, refusal.retry_after)
 
     def release(self, request_id: str) -> None:
         principal = self._owner.pop(request_id, None)

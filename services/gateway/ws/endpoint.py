@@ -1,18 +1,18 @@
 """The WebSocket endpoint: authenticate, validate client frames, and turn them into requests,
-answers to parked requests and cancels; replay what a session missed while it was away."""
+answers to parked requests and cancels (through the core's `Intake.say`); a session's socket gets
+what it missed while it was away (replay.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from typing import Literal
 
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import ClarificationRequested, Outcome, SessionRecord, new_id
+from contracts import new_id
 from contracts.frames import (
     CLIENT_FRAME,
     AckEvent,
@@ -28,19 +28,28 @@ from contracts.frames import (
     QueuedEvent,
     ReadyEvent,
     RejectedMetadata,
-    ReplayEvent,
     SessionFrame,
     in_kind,
 )
 from contracts.http import ErrorResponse
-from services.gateway.auth import Auth
-from services.gateway.errors import Busy, GatewayError, Unavailable
-from services.gateway.hub import Connection, Hub, outcome_frames
-from services.gateway.intake import Accepted, Intake, Request, scoped
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import Busy, GatewayError
+from services.gateway.core.hub import Hub
+from services.gateway.core.intake import Intake, scoped
+from services.gateway.core.said import (
+    Accepted,
+    Answered,
+    Refused,
+    Reply,
+    Submission,
+    Taken,
+    TooLong,
+    Words,
+)
+from services.gateway.ws.connection import Connection
+from services.gateway.ws.replay import Replay
 from services.runtime.base.metrics import GATEWAY_FRAMES_REJECTED
 from services.runtime.bus.core import Bus
-from services.runtime.requests import lanes
-from services.runtime.requests.sessions import load_session, mark_delivered, update_session
 from services.runtime.walls import jsonlimits
 
 __all__ = ["ChatSocket", "scoped"]
@@ -57,11 +66,12 @@ QUEUED_TEXT = (
 
 
 class ChatSocket:
-    def __init__(self, bus: Bus, hub: Hub, intake: Intake, auth: Auth) -> None:
+    def __init__(self, bus: Bus, hub: Hub[Connection], intake: Intake, auth: Auth) -> None:
         self.bus = bus
         self.hub = hub
         self.intake = intake
         self.auth = auth
+        self.replays = Replay(bus, hub, intake)
 
     async def endpoint(self, ws: WebSocket) -> None:
         present, principal = self.auth.from_header(ws)
@@ -223,119 +233,80 @@ class ChatSocket:
         self.hub.attach(conn, session_id)
         if conn.events:
             conn.send(ReadyEvent(event="ready", uuid=frame.uuid))
-        await self.replay(conn, session_id)
+        await self.replays.replay(conn, session_id)
 
     async def join(self, conn: Connection, session_id: str) -> None:
         """Make `session_id` the socket's session (a frame named it), replaying what it missed
         the first time this socket joins it."""
         conn.session = session_id
         if self.hub.attach(conn, session_id):
-            await self.replay(conn, session_id)
+            await self.replays.replay(conn, session_id)
 
     async def on_message(self, conn: Connection, frame: MessageFrame) -> None:
         text = message_text(frame)
         if not text:
             return self.reject(conn, "invalid_frame", "The message has no user content.")
-        max_chars = self.bus.settings.max_message_chars
-        if len(text) > max_chars:
-            return self.reject(
-                conn, "message_too_long", f"Messages are limited to {max_chars} characters."
-            )
         if frame.uuid is not None:
             await self.join(conn, scoped(conn.principal, frame.uuid))
         if conn.session is None:
             return self.reject(
                 conn, "not_initialised", 'Say which session first: {"init": true, "uuid": ...}.'
             )
-        session_id = conn.session
         if_busy = frame.if_busy or conn.if_busy
-
-        def acked(request_id: str, action: Literal["message", "answer"]) -> None:
-            # Told by the intake before the request can go on, so no frame of it comes first.
-            if conn.events:
-                conn.send(AckEvent(event="ack", request_id=request_id, action=action))
-
-        try:
-            session = await lanes.load(self.bus, session_id)
-        except Exception:
-            return self.refuse(conn, Unavailable("The session store is unavailable."), None)
-        try:
-            parked = None
-            if if_busy != "interrupt":  # interrupting cancels a parked question too
-                parked = await self._parked_target(conn, session.value, frame.reply_to)
-            if parked is not None:
-                status = await self.intake.answer(
-                    conn.principal,
-                    parked,
-                    message=text,
-                    taken=lambda: acked(parked, "answer"),
-                    approval_id=frame.approval_id,
-                )
-                self.hub.attach(conn, status.session_id)
-                return
-        except GatewayError as exc:
-            return self.refuse(conn, exc, frame.reply_to)
         request_id = frame.request_id or new_id()
-        request = Request(
-            session_id=session_id,
-            text=text,
-            success_criteria=frame.success_criteria,
-            use_evaluator=frame.use_evaluator,
-            skip_cache=frame.skip_cache,
-            if_busy=if_busy,
+        # Interrupting cancels a parked question too: the message is a new request, whatever
+        # it replies to.
+        interrupt = if_busy == "interrupt"
+        to: Submission | Reply = (
+            Reply(frame.reply_to)
+            if frame.reply_to is not None and not interrupt
+            else Submission(
+                request_id,
+                chosen=frame.request_id is not None,
+                success_criteria=frame.success_criteria,
+                use_evaluator=frame.use_evaluator,
+                skip_cache=frame.skip_cache,
+                if_busy=if_busy,
+                on_parked="new" if interrupt else "answer",
+            )
         )
 
-        def announce(taken: Accepted) -> None:
-            acked(request_id, "message")
-            if taken.behind is None:
+        def taken(said: Taken) -> None:
+            # Told by the intake before the request can go on, so no frame of it comes first.
+            if isinstance(said, Answered):
+                if conn.events:
+                    conn.send(AckEvent(event="ack", request_id=said.request_id, action="answer"))
+                return
+            if conn.events:
+                conn.send(AckEvent(event="ack", request_id=said.request_id, action="message"))
+            if said.behind is None:
                 return
             if conn.events:
                 queued = QueuedEvent(
                     event="queued",
-                    request_id=request_id,
-                    behind=taken.behind,
-                    position=taken.position,
+                    request_id=said.request_id,
+                    behind=said.behind,
+                    position=said.position,
                 )
                 conn.send(queued)
             else:
                 conn.notice(QUEUED_TEXT)
 
-        try:
-            taken = await self.intake.submit(
-                conn.principal,
-                request,
-                request_id,
-                chosen=frame.request_id is not None,
-                session=session,
-                taken=announce,
+        words = Words(text, approval_id=frame.approval_id)
+        said = await self.intake.say(
+            conn.principal, conn.session, words, to=to, surface="ws", taken=taken
+        )
+        if isinstance(said, TooLong):
+            return self.reject(conn, "message_too_long", said.message)
+        if isinstance(said, Refused):
+            return self.refuse(
+                conn, refusal(said), frame.reply_to if said.answering else said.request_id
             )
-        except lanes.Busy as busy:
-            refusal = Busy(
-                f"This conversation is still answering request {busy.active}; send again "
-                'when it ends, or with "if_busy": "enqueue" or "interrupt".'
-            )
-            return self.refuse(conn, refusal, request_id)
-        except GatewayError as exc:
-            return self.refuse(conn, exc, request_id)
-        if not taken.fresh:  # a retried id: answer from the stored outcome if it already ended
-            await self._send_stored(conn, request_id)
-
-    async def _parked_target(
-        self, conn: Connection, record: SessionRecord, reply_to: str | None
-    ) -> str | None:
-        """The parked request this message answers: `reply_to`, or the session's parked one."""
-        if reply_to is not None:
-            return reply_to
-        if record.parked is None:
-            return None
-        status = await self.intake.record(record.parked)
-        if (
-            status is None
-            or status.principal != conn.principal
-            or status.status != "awaiting_clarification"
-        ):
-            return None
-        return record.parked
+        if isinstance(said, Answered):
+            self.hub.attach(conn, said.record.session_id)
+        elif isinstance(said, Accepted) and not said.fresh:
+            # A retried id: answer from the stored outcome if it already ended.
+            await self.replays.stored(conn, said.request_id)
 
     async def on_cancel(self, conn: Connection, frame: CancelFrame) -> None:
         try:
@@ -345,43 +316,6 @@ class ChatSocket:
         self.hub.attach(conn, status.session_id)
         if conn.events:
             conn.send(AckEvent(event="ack", request_id=frame.cancel, action="cancel"))
-
-    async def _send_stored(self, conn: Connection, request_id: str) -> None:
-        outcome = await self.intake.outcome(request_id)
-        if outcome is not None:  # asked for again: send it even if this socket saw it
-            conn.mark_seen(outcome.event_id)
-            for frame in outcome_frames(conn, outcome):
-                conn.send(frame)
-
-    async def replay(self, conn: Connection, session_id: str) -> None:
-        """Send what ended (or asked) while no socket of the session was there, and a question
-        still open; then those results count as delivered."""
-        try:
-            record = await load_session(self.bus, session_id)
-            sent: list[str] = []
-            for request_id in record.undelivered:
-                outcome = await self.intake.outcome(request_id)
-                sent.append(request_id)
-                if outcome is None or outcome.session_id != session_id:
-                    continue
-                if isinstance(outcome, ClarificationRequested) and record.parked != request_id:
-                    continue  # answered since; its end will come
-                await self._send(conn, outcome)
-            if record.parked is not None and record.parked not in sent:
-                outcome = await self.intake.outcome(record.parked)
-                if isinstance(outcome, ClarificationRequested):
-                    await self._send(conn, outcome)
-            if sent:
-                await update_session(self.bus, session_id, lambda rec: mark_delivered(rec, sent))
-        except Exception as exc:  # the live socket must survive a store hiccup
-            log.warning("could not replay session %s: %r", session_id, exc)
-
-    async def _send(self, conn: Connection, outcome: Outcome) -> None:
-        if conn.mark_seen(outcome.event_id):
-            if conn.events:  # the whole answer follows: a client may drop what it streamed
-                conn.send(ReplayEvent(event="replay", request_id=outcome.request_id))
-            for frame in outcome_frames(conn, outcome):
-                conn.send(frame)
 
 
 def message_text(frame: MessageFrame) -> str:
@@ -398,3 +332,15 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc'][1:]) or 'frame'}: {e['msg']}" for e in exc.errors()[:5]
     )
+
+
+def refusal(said: Refused) -> GatewayError:
+    """A refusal in this protocol's words: `reject` says how to send again."""
+    error = said.error
+    if isinstance(error, Busy) and error.active is not None:
+        return Busy(
+            f"This conversation is still answering request {error.active}; send again "
+            'when it ends, or with "if_busy": "enqueue" or "interrupt".',
+            error.active,
+        )
+    return error

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -42,14 +43,22 @@ from contracts.http import (
     WorkflowList,
     WorkflowResumed,
 )
-from services.gateway.api import REQUEST_ID, guarded, parse_body, path_id, query_limit, respond
-from services.gateway.auth import Auth
-from services.gateway.errors import Conflict, Invalid, Unavailable
-from services.gateway.hub import Hub, questions_text
-from services.gateway.intake import Intake
-from services.gateway.intake import Request as NewRequest
-from services.gateway.preferences import PreferenceStore
-from services.gateway.views import chat_history, is_workflow, view, workflow_session
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import Conflict, Invalid, Unavailable
+from services.gateway.core.http import (
+    REQUEST_ID,
+    guarded,
+    parse_body,
+    path_id,
+    query_limit,
+    respond,
+)
+from services.gateway.core.hub import Hub
+from services.gateway.core.intake import Intake
+from services.gateway.core.outcomes import questions_text
+from services.gateway.core.preferences import PreferenceStore
+from services.gateway.core.said import Refused, Reply, Said, Submission, TooLong, Words
+from services.gateway.workflows.views import chat_history, is_workflow, view, workflow_session
 from services.runtime.bus.core import Bus
 from services.runtime.requests.lifecycle import records
 from services.runtime.requests.sessions import load_session
@@ -62,14 +71,13 @@ FREE_TEXT = "clarification"
 
 class Workflows:
     def __init__(
-        self, bus: Bus, hub: Hub, intake: Intake, auth: Auth, preferences: PreferenceStore
+        self, bus: Bus, hub: Hub[Any], intake: Intake, auth: Auth, preferences: PreferenceStore
     ) -> None:
         self.bus = bus
         self.hub = hub
         self.intake = intake
         self.auth = auth
         self.preferences = preferences
-        self.max_chars = bus.settings.max_message_chars
 
     def routes(self) -> list[Route]:
         g = self.auth
@@ -87,21 +95,20 @@ class Workflows:
 
     async def create(self, request: Request, principal: str) -> Response:
         body = await parse_body(request, CreateWorkflow)
-        if len(body.text) > self.max_chars:
-            raise Invalid(
-                f"text is limited to {self.max_chars} characters.",
-                [ValidationDetail(loc=["body", "text"], msg="too long", type="string_too_long")],
-            )
         workflow_id = new_id()
-        new = NewRequest(
-            session_id=workflow_session(principal, workflow_id),
-            text=body.text,
+        new = Submission(
+            workflow_id,
             success_criteria=body.success_criteria,
             skip_cache=body.skip_cache,
             planned=True,
             preferences=await self.preferences.load(principal),
+            on_parked="new",
         )
-        await self.intake.submit(principal, new, workflow_id, chosen=False)
+        session_id = workflow_session(principal, workflow_id)
+        said = await self.intake.say(
+            principal, session_id, Words(body.text), to=new, surface="workflows"
+        )
+        rendered(said, "text")
         accepted = WorkflowAccepted(
             workflow_id=workflow_id,
             status="started",
@@ -172,13 +179,15 @@ class Workflows:
         # Answers by id go as answers; the page's one field answers every question at once.
         answers = {q: a for q, a in body.responses.items() if q != FREE_TEXT}
         free = body.responses.get(FREE_TEXT, "")
-        await self.intake.answer(
-            principal,
-            workflow_id,
-            message=free if free or answers else "\n".join(extra),
+        words = Words(
+            free if free or answers else "\n".join(extra),
             answers=answers,
             additional_context="\n".join(extra) or None,
         )
+        said = await self.intake.say(
+            principal, record.session_id, words, to=Reply(workflow_id), surface="workflows"
+        )
+        rendered(said, "responses")
         return respond(
             WorkflowResumed(
                 workflow_id=workflow_id,
@@ -196,9 +205,15 @@ class Workflows:
             words = "approved" if body.approval else "rejected"
         else:
             words = body.approval or next(iter(body.responses.values()), "")
-        await self.intake.answer(
-            principal, record.request_id, message=words, approval_id=body.approval_id
+        decision = Words(words, approval_id=body.approval_id)
+        said = await self.intake.say(
+            principal,
+            record.session_id,
+            decision,
+            to=Reply(record.request_id),
+            surface="workflows",
         )
+        rendered(said, "approval")
         return respond(
             WorkflowResumed(
                 workflow_id=record.request_id,
@@ -219,9 +234,12 @@ class Workflows:
                 "them to its /feedback."
             )
         request_id = new_id()
-        new = NewRequest(session_id=record.session_id, text=body.message)
+        new = Submission(request_id, on_parked="new")
         with self.hub.watch(request_id) as events:
-            await self.intake.submit(principal, new, request_id, chosen=False)
+            said = await self.intake.say(
+                principal, record.session_id, Words(body.message), to=new, surface="workflows"
+            )
+            rendered(said, "message")
             outcome = await self._outcome(request_id, events)
         if isinstance(outcome, RequestCompleted):
             response = outcome.output
@@ -258,3 +276,15 @@ class Workflows:
         """The caller's workflow; any of its requests reads the same way (a chat request's
         status, or an answer to its question, through this API too)."""
         return await self.intake.owned(principal, path_id(request, "workflow_id", REQUEST_ID))
+
+
+def rendered(said: Said, field: str) -> None:
+    """A refusal of the intake as this API has it (taken: nothing to say): over the message
+    limit, a 422 naming the body's field, as FastAPI's clients know it."""
+    if isinstance(said, TooLong):
+        raise Invalid(
+            f"{field} is limited to {said.limit} characters.",
+            [ValidationDetail(loc=["body", field], msg="too long", type="string_too_long")],
+        )
+    if isinstance(said, Refused):
+        raise said.error

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from services.gateway.hub import Hub
-from services.gateway.ws import ChatSocket
+from services.gateway.core.hub import Hub
+from services.gateway.core.intake import Intake
 from services.runtime.bus.core import Bus
 
 log = logging.getLogger("sidekick.gateway")
@@ -27,10 +29,15 @@ EVERY = 1.0
 
 
 class CatchUp:
-    def __init__(self, bus: Bus, hub: Hub, chat: ChatSocket) -> None:
+    """`sockets`: the WebSocket surface's replay to every socket the hub holds."""
+
+    def __init__(
+        self, bus: Bus, hub: Hub[Any], intake: Intake, sockets: Callable[[], Awaitable[None]]
+    ) -> None:
         self.bus = bus
         self.hub = hub
-        self.chat = chat
+        self.intake = intake
+        self.sockets = sockets
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -48,10 +55,7 @@ class CatchUp:
             if now == seen or not self.bus.connected:
                 continue
             seen = now
-            for session_id, conns in list(self.hub.sessions.items()):
-                for conn in list(conns):
-                    if not conn.closed:
-                        await self.chat.replay(conn, session_id)
+            await self.sockets()
             for request_id in list(self.hub.watchers):
                 await self.ended(request_id)
 
@@ -59,7 +63,7 @@ class CatchUp:
         """Give the request's watchers its stored end, if it has ended (a watcher stops at the
         first end it reads, so one that also came live is not seen twice)."""
         try:
-            record = await self.chat.intake.record(request_id)
+            record = await self.intake.record(request_id)
         except Exception as exc:  # the next reconnect, or the watcher's own wait, covers it
             log.warning("could not read request %s after a reconnect: %r", request_id, exc)
             return

@@ -1,5 +1,10 @@
-"""Accepting, resuming and cancelling requests for a principal: what the WebSocket and the
-workflows API share. Every lookup is scoped: a request another principal owns is "not found".
+"""The one way into Sidekick for every surface: `Intake.say` takes what a person says into a
+session and does what each surface needs the same way: the message limit, the session's lane,
+the day's and the session's budget, the per-principal limits, then "answer the request parked
+on the user, else submit a new one"; it returns one typed result (said.py) that each surface
+renders in its own shape. Besides: resuming by approval id (`decide`, the approvals queue),
+cancelling, and the principal's own requests. Every lookup is scoped: a request another
+principal owns is "not found".
 
 Each principal's requests are also listed in the gateway's own KV bucket `<ns>_index`, one key
 per request (`<hash of principal>.<accepted at, ns>.<hash of request>`, value: the request id), so
@@ -11,36 +16,53 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 
 from nats.js.kv import KeyValue
 from opentelemetry import trace
 
 from contracts import (
     CancelRequested,
-    ClarificationAnswered,
-    ClarificationRequested,
     Outcome,
-    Question,
     RequestRecord,
-    Turn,
 )
-from contracts.base import IfBusy
 from services.gateway import approving
-from services.gateway.deliveries import Deliveries
-from services.gateway.errors import Conflict, NotFound, RateLimited, Unavailable
-from services.gateway.limits import Limits
+from services.gateway.core import answers
+from services.gateway.core.deliveries import Deliveries
+from services.gateway.core.errors import (
+    Busy,
+    Conflict,
+    GatewayError,
+    NotFound,
+    Unavailable,
+)
+from services.gateway.core.limits import Limits
+from services.gateway.core.said import (
+    Accepted,
+    Answered,
+    Refused,
+    Reply,
+    Said,
+    Submission,
+    Surface,
+    Taken,
+    TooLong,
+    Waiting,
+    Words,
+)
 from services.gateway.spend import refuse_if_spent
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import key_for
 from services.runtime.requests import lanes
-from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
-from services.runtime.requests.sessions import answered, asked_text, update_session
+from services.runtime.requests.lifecycle import PARKED, Tracked, records
 
 log = logging.getLogger("sidekick.gateway")
 tracer = trace.get_tracer("sidekick.gateway")
+
+# Told where the words go (the request id, and whether they answer it) once that is known and
+# before anything is sent: a caller that follows the request's events starts here.
+Before = Callable[[str, bool], Awaitable[None]]
 
 
 def scoped(principal: str, uuid: str) -> str:
@@ -53,31 +75,6 @@ def unscoped(principal: str, session_id: str) -> str:
     return session_id[len(prefix) :] if session_id.startswith(prefix) else session_id
 
 
-@dataclass
-class Request:
-    """What a new request carries, from either front door."""
-
-    session_id: str
-    text: str
-    success_criteria: str | None = None
-    use_evaluator: bool = True
-    skip_cache: bool = False
-    request_id: str | None = None
-    planned: bool = False
-    preferences: dict[str, str] = field(default_factory=dict)
-    if_busy: IfBusy = "enqueue"
-    history: list[Turn] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """A request taken: whether it is new (not a retried id), and where it stands."""
-
-    fresh: bool
-    behind: str | None = None  # the session's request it waits for, when queued
-    position: int = 0
-
-
 class Intake:
     def __init__(self, bus: Bus, limits: Limits, deliveries: Deliveries | None = None) -> None:
         self.bus = bus
@@ -87,6 +84,85 @@ class Intake:
 
     async def start(self) -> None:
         self._index = await self.bus.bucket("index")
+
+    async def say(
+        self,
+        principal: str,
+        session_id: str,
+        words: Words,
+        *,
+        to: Submission | Reply,
+        surface: Surface,
+        before: Before | None = None,
+        taken: Callable[[Taken], None] | None = None,
+    ) -> Said:
+        """What `principal` says into `session_id`: an answer to the request `to` names
+        (Reply), or a new request (Submission), which answers instead the request parked on
+        the user in the session, if there is one (or refuses, or ignores it: `on_parked`).
+        `before` is told where the words go before they are sent; `taken` once they are taken,
+        before the request can go on, so that a client hears "accepted" ahead of the request's
+        first event. `surface` names the caller in the request's trace. GatewayErrors come back
+        as Refused (an exception of `before` other than a GatewayError goes up)."""
+        limit = self.bus.settings.max_message_chars
+        if len(words.text) > limit:
+            return TooLong(limit, len(words.text))
+        if isinstance(to, Reply):
+            return await self._reply(principal, to.request_id, words, before, taken)
+        try:
+            session = await lanes.load(self.bus, session_id)
+        except Exception:
+            return Refused(Unavailable("The session store is unavailable."))
+        if to.on_parked != "new":
+            try:
+                parked = await self._parked(principal, session.value.parked)
+            except GatewayError as exc:
+                return Refused(exc, answering=True)
+            if parked is not None and to.on_parked == "refuse":
+                return Waiting(parked.request_id)
+            if parked is not None:
+                return await self._reply(principal, parked.request_id, words, before, taken)
+        try:
+            if before is not None:
+                await before(to.request_id, False)
+            return await self._submit(
+                principal, session_id, words.text, to, session, surface, taken
+            )
+        except lanes.Busy as busy:
+            said = f"This conversation is still answering request {busy.active}."
+            return Refused(Busy(said, busy.active), to.request_id)
+        except GatewayError as exc:
+            return Refused(exc, to.request_id)
+
+    async def _reply(
+        self,
+        principal: str,
+        request_id: str,
+        words: Words,
+        before: Before | None,
+        taken: Callable[[Taken], None] | None,
+    ) -> Said:
+        try:
+            if before is not None:
+                await before(request_id, True)
+            return await self._answer(principal, request_id, words, taken)
+        except GatewayError as exc:
+            return Refused(exc, request_id, answering=True)
+
+    async def parked(self, principal: str, session_id: str) -> RequestRecord | None:
+        """The principal's request parked on the user in the session, if there is one."""
+        try:
+            session = await lanes.load(self.bus, session_id)
+        except Exception as exc:
+            raise Unavailable("The session store is unavailable.") from exc
+        return await self._parked(principal, session.value.parked)
+
+    async def _parked(self, principal: str, request_id: str | None) -> RequestRecord | None:
+        if request_id is None:
+            return None
+        record = await self.record(request_id)
+        if record is None or record.principal != principal or record.state not in PARKED:
+            return None
+        return record
 
     async def owned(self, principal: str, request_id: str) -> RequestRecord:
         """The principal's request, or NotFound (also when another principal owns it)."""
@@ -113,81 +189,85 @@ class Intake:
         record = await self.record(request_id)
         return record.outcome if record is not None else None
 
-    async def submit(
+    async def _submit(
         self,
         principal: str,
-        req: Request,
-        request_id: str,
-        *,
-        chosen: bool = True,
-        session: lanes.Session | None = None,
-        taken: Callable[[Accepted], None] | None = None,
+        session_id: str,
+        text: str,
+        new: Submission,
+        session: lanes.Session,
+        surface: Surface,
+        taken: Callable[[Taken], None] | None,
     ) -> Accepted:
         """Accept a new request: limits, its place in its session
         (services/runtime/requests/lanes.py), its record, the index, then `chat.requested` when its
-        session is free. `chosen`: the client chose the id (a retry of it is answered, not run
-        again); `session`: the session's record as the caller has just read it; `taken` is told
-        once the request is accepted, before anything can produce its events, so that a client
-        hears "accepted" ahead of the request's first frame. Raises Busy (`reject`)."""
-        if chosen:
+        session is free. Raises lanes.Busy (`reject`)."""
+        request_id = new.request_id
+        if new.chosen:
             existing = await self.record(request_id)
             if existing is not None:
                 if existing.principal != principal:
                     raise Conflict(f"The request id {request_id} is already in use.")
-                again = Accepted(fresh=False)
+                again = Accepted(request_id, fresh=False)
                 if taken is not None:
                     taken(again)
                 return again
-        await refuse_if_spent(self.bus, principal, req.session_id)
-        self.admit(principal, request_id)
+        await refuse_if_spent(self.bus, principal, session_id)
+        self.limits.take(principal, request_id)
         # The root of the request's trace: every hop after this one is its descendant.
         with tracer.start_as_current_span(
             "request received",
             kind=trace.SpanKind.SERVER,
-            attributes={"sidekick.request_id": request_id, "sidekick.principal": principal},
+            attributes={
+                "sidekick.request_id": request_id,
+                "sidekick.principal": principal,
+                "sidekick.surface": surface,
+            },
         ):
-            return await self._accept(principal, request_id, req, session, taken)
+            return await self._accept(principal, session_id, text, new, session, taken)
 
     async def _accept(
         self,
         principal: str,
-        request_id: str,
-        req: Request,
-        session: lanes.Session | None,
-        taken: Callable[[Accepted], None] | None,
+        session_id: str,
+        text: str,
+        new: Submission,
+        session: lanes.Session,
+        taken: Callable[[Taken], None] | None,
     ) -> Accepted:
-        seen = self.deliveries.take(req.session_id) if self.deliveries else []
+        request_id = new.request_id
+        seen = self.deliveries.take(session_id) if self.deliveries else []
         try:
             place = await lanes.claim(
-                self.bus, req.session_id, request_id, req.if_busy, known=session, delivered=seen
+                self.bus, session_id, request_id, new.if_busy, known=session, delivered=seen
             )
         except lanes.Busy:
             self.limits.release(request_id)
-            self._give_back(req.session_id, seen)
+            self._give_back(session_id, seen)
             raise
         except Exception as exc:
             self.limits.release(request_id)
-            self._give_back(req.session_id, seen)
+            self._give_back(session_id, seen)
             log.warning("could not queue a request: %r", exc)
             raise Unavailable(
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
             ) from exc
         record = RequestRecord(
             request_id=request_id,
-            session_id=req.session_id,
+            session_id=session_id,
             principal=principal,
-            text=req.text,
-            success_criteria=req.success_criteria,
-            use_evaluator=req.use_evaluator,
-            skip_cache=req.skip_cache,
-            planned=req.planned,
-            preferences=req.preferences,
-            history=req.history,
+            text=text,
+            success_criteria=new.success_criteria,
+            use_evaluator=new.use_evaluator,
+            skip_cache=new.skip_cache,
+            planned=new.planned,
+            preferences=new.preferences,
+            history=new.history,
             state="accepted" if place.position == 0 else "queued",
             status="started",
             trace_id=current_trace_id(),
         )
-        accepted = Accepted(fresh=True, behind=place.behind, position=place.position)
+        accepted = Accepted(request_id, fresh=True, behind=place.behind, position=place.position)
         try:
             if await records(self.bus).create(record) is None:
                 self.limits.release(request_id)
@@ -198,7 +278,7 @@ class Intake:
             if place.position == 0:
                 await lanes.publish(self.bus, record)
             else:
-                await self._queued(request_id, req.session_id, place)
+                await self._queued(request_id, session_id, place)
             if place.start is not None:  # the request before was stale: its successor is due
                 await lanes.start(self.bus, place.start)
         except Conflict:
@@ -224,80 +304,37 @@ class Intake:
         if now.value.active == request_id:
             await lanes.start(self.bus, request_id)
 
-    async def answer(
+    async def _answer(
         self,
         principal: str,
         request_id: str,
-        *,
-        message: str = "",
-        answers: dict[str, str] | None = None,
-        additional_context: str | None = None,
-        taken: Callable[[], None] | None = None,
-        approval_id: str | None = None,
-    ) -> RequestRecord:
-        """Resume a parked request with the user's answers (ClarificationAnswered). Exactly one
-        of several concurrent answers wins: each moves the request's record from
-        awaiting_clarification by compare-and-set, and every other one gets Conflict. `taken`
-        is told when this answer has won, before the request can go on."""
+        words: Words,
+        taken: Callable[[Taken], None] | None,
+    ) -> Answered:
+        """Resume a parked request with the user's answers (ClarificationAnswered), or with
+        their decision on the approval it waits for. Exactly one of several concurrent answers
+        wins: each moves the request's record from awaiting_clarification by compare-and-set,
+        and every other one gets Conflict. `taken` is told when this answer has won, before
+        the request can go on."""
         tracked = await self._owned(principal, request_id)
-        if tracked.value.state == "awaiting_approval" or approval_id is not None:
-            words = message or next(iter((answers or {}).values()), "")
-            record = await approving.decide(self.bus, principal, tracked, words, approval_id)
-            # Counted as in flight again until its end arrives (a decision is never undone
-            # for the per-minute limit: it was taken).
-            self.limits.admit(principal, request_id)
+        if tracked.value.state == "awaiting_approval" or words.approval_id is not None:
+            said = words.text or next(iter(words.answers.values()), "")
+            record = await self.decide(principal, tracked, said, words.approval_id)
+            resumed = Answered(request_id, record)
             if taken is not None:
-                taken()
-            return record
-        parked, asked = tracked.revision, _asked(tracked.value)
-        try:
-            tracked = await records(self.bus).move(
-                request_id,
-                "decided",
-                known=tracked,
-                source="awaiting_clarification",
-                clarification_questions=[],
-            )
-        except IllegalMove as exc:
-            now = exc.current.value.status if exc.current is not None else "gone"
-            raise Conflict(
-                f"Request {request_id} is not waiting for an answer (it is {now})."
-            ) from exc
-        try:  # only the answer that won counts against the limits
-            self.admit(principal, request_id)
-        except RateLimited:
-            await self._unanswer(tracked)
-            raise
-        if taken is not None:
-            taken()
-        event = ClarificationAnswered(
-            request_id=request_id,
-            session_id=tracked.value.session_id,
-            answers=answers or {},
-            message=message,
-            additional_context=additional_context,
-        )
-        try:
-            await self.bus.publish(
-                event,
-                self.bus.subjects.request_answered,
-                dedupe_key=self.bus.own_key(msg_id(request_id, "answered", parked)),
-            )
-        except Exception as exc:
-            self.limits.release(request_id)
-            await self._unanswer(tracked)
-            raise Unavailable("Sidekick could not pass on the answer; please retry.") from exc
-        said = message or "\n".join(filter(None, [*(answers or {}).values(), additional_context]))
-        questions = asked_text(asked)
-        record = tracked.value
-        try:
-            await update_session(
-                self.bus,
-                record.session_id,
-                lambda rec: answered(rec, request_id, record.text, questions, said),
-            )
-        except Exception as exc:  # the answer is on its way; only the history lacks it
-            log.warning("could not add the answer of %s to its session: %r", request_id, exc)
+                taken(resumed)
+            return resumed
+        return await answers.resume(self.bus, self.limits, tracked, words, taken)
+
+    async def decide(
+        self, principal: str, tracked: Tracked, words: str, approval_id: str | None
+    ) -> RequestRecord:
+        """`principal`'s decision (in words) on the approval the request waits for, which
+        resumes it (services/gateway/approving.py)."""
+        record = await approving.decide(self.bus, principal, tracked, words, approval_id)
+        # Counted as in flight again, for its own principal, until its end arrives (a
+        # decision is never undone for the per-minute limit: it was taken).
+        self.limits.admit(record.principal, record.request_id)
         return record
 
     async def cancel(self, principal: str, request_id: str) -> RequestRecord:
@@ -318,24 +355,6 @@ class Intake:
             )
         except Exception as exc:
             raise Unavailable("Sidekick could not pass on the cancel; please retry.") from exc
-
-    async def _unanswer(self, tracked: Tracked) -> None:
-        """Put a request whose answer could not be passed on back to waiting, so that the
-        user's retry can answer it."""
-        try:
-            await records(self.bus).move(
-                tracked.value.request_id,
-                "awaiting_clarification",
-                known=tracked,
-                clarification_questions=_asked(tracked.value),
-            )
-        except Exception as exc:
-            log.warning("could not reopen %s for answers: %r", tracked.value.request_id, exc)
-
-    def admit(self, principal: str, request_id: str) -> None:
-        refusal = self.limits.admit(principal, request_id)
-        if refusal is not None:
-            raise RateLimited(refusal.message, refusal.retry_after)
 
     async def recent(self, principal: str, limit: int) -> list[str]:
         """The principal's request ids, newest first."""
@@ -358,9 +377,3 @@ class Intake:
         assert self._index is not None, "Intake.start() has not run"
         key = f"{key_for(principal)}.{time.time_ns():020d}.{key_for(request_id)[:12]}"
         await self._index.put(key, request_id.encode())
-
-
-def _asked(record: RequestRecord) -> list[Question]:
-    """The questions of the request's open clarification."""
-    outcome = record.outcome
-    return list(outcome.questions) if isinstance(outcome, ClarificationRequested) else []

@@ -16,6 +16,7 @@ import contextlib
 import re
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -24,17 +25,14 @@ from starlette.routing import Route
 from contracts import (
     OUTCOMES,
     AnyEvent,
-    ClarificationRequested,
     Outcome,
     Progress,
-    RequestCancelled,
-    RequestCompleted,
     RequestFailed,
     StreamChunk,
     Turn,
     new_id,
 )
-from contracts.frames import ID_PATTERN, EndStatus, ProgressEvent
+from contracts.frames import ID_PATTERN, ProgressEvent
 from contracts.openai import (
     MODELS,
     AssistantMessage,
@@ -43,7 +41,6 @@ from contracts.openai import (
     ChatCompletionRequest,
     Choice,
     ChunkChoice,
-    CompletionUsage,
     Delta,
     ModelCard,
     ModelList,
@@ -51,46 +48,33 @@ from contracts.openai import (
     OpenAIErrorBody,
     SidekickInfo,
 )
-from services.gateway.api import parse_body, principal_of
-from services.gateway.auth import Auth
-from services.gateway.errors import GatewayError, Invalid, NotFound, RateLimited, Unauthorized
-from services.gateway.hub import Hub, end_metadata, progress_frame, questions_text
-from services.gateway.intake import Intake, scoped
-from services.gateway.intake import Request as NewRequest
-from services.runtime.requests import lanes
-from services.runtime.requests.lifecycle import PARKED
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import GatewayError, Invalid, NotFound, Unauthorized
+from services.gateway.core.http import parse_body, principal_of
+from services.gateway.core.hub import Hub
+from services.gateway.core.intake import Intake, scoped
+from services.gateway.core.outcomes import progress_frame
+from services.gateway.core.said import Accepted, Answered, Refused, Submission, TooLong, Words
+from services.gateway.openai.shapes import (
+    CREATED,
+    WAIT,
+    Call,
+    answer_of,
+    card,
+    info,
+    openai_error,
+    refused,
+    timeout_error,
+    usage_of,
+)
 
-CREATED = 1_735_689_600  # the models' "created" (2025-01-01): a fixed date, as they do not change
-WAIT = 600.0  # seconds a call waits for its answer
 KEEPALIVE = 15.0  # an SSE comment this often while nothing else is sent
 SESSION_HEADER = "x-sidekick-session"
 SESSION = re.compile(ID_PATTERN)
-ERROR_TYPES = {
-    401: "authentication_error",
-    404: "invalid_request_error",
-    409: "invalid_request_error",
-    429: "rate_limit_error",
-    503: "server_error",
-}
-
-
-def openai_error(status: int, message: str, code: str | None, param: str | None = None) -> Response:
-    kind = ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
-    body = OpenAIError(error=OpenAIErrorBody(message=message, type=kind, param=param, code=code))
-    return JSONResponse(body.model_dump(mode="json"), status_code=status)
-
-
-def refused(exc: GatewayError) -> Response:
-    status = 400 if isinstance(exc, Invalid) and exc.http_status == 422 else exc.http_status
-    code = "invalid_api_key" if isinstance(exc, Unauthorized) else exc.code
-    response = openai_error(status, exc.message, code)
-    if isinstance(exc, RateLimited):
-        response.headers["retry-after"] = str(exc.retry_after)
-    return response
 
 
 class OpenAIApi:
-    def __init__(self, hub: Hub, intake: Intake, auth: Auth) -> None:
+    def __init__(self, hub: Hub[Any], intake: Intake, auth: Auth) -> None:
         self.hub = hub
         self.intake = intake
         self.auth = auth
@@ -158,10 +142,6 @@ class OpenAIApi:
             raise Invalid("messages holds no user message with text.")
         last = users[-1]
         text = body.messages[last].text.strip()
-        if len(text) > self.bus.settings.max_message_chars:
-            raise Invalid(
-                f"Messages are limited to {self.bus.settings.max_message_chars} characters."
-            )
         history = [
             Turn(role=m.role, content=m.text)
             for m in body.messages[:last]
@@ -172,26 +152,24 @@ class OpenAIApi:
             raise Invalid(
                 "The session (user or X-Sidekick-Session) must be 1-128 of A-Z a-z 0-9 _ . : -."
             )
-        session_id = scoped(principal, uuid)
-        session = await lanes.load(self.bus, session_id)
-        parked = session.value.parked
-        if parked is not None:
-            record = await self.intake.record(parked)
-            if record is not None and record.principal == principal and record.state in PARKED:
-                events = stack.enter_context(self.hub.watch(parked))
-                await self.intake.answer(principal, parked, message=text)
-                return Call(parked, uuid, events)
-        request_id = new_id()
-        events = stack.enter_context(self.hub.watch(request_id))
-        new = NewRequest(
-            session_id=session_id,
-            text=text,
-            use_evaluator=body.model == "sidekick",
-            history=history,
+        events: list[asyncio.Queue[AnyEvent]] = []
+
+        async def watch(request_id: str, answering: bool) -> None:
+            # Before the words are sent, so that no event of the request is missed.
+            events.append(stack.enter_context(self.hub.watch(request_id)))
+
+        new = Submission(new_id(), use_evaluator=body.model == "sidekick", history=history)
+        said = await self.intake.say(
+            principal, scoped(principal, uuid), Words(text), to=new, surface="openai", before=watch
         )
-        await self.intake.submit(principal, new, request_id, chosen=False, session=session)
-        call = Call(request_id, uuid, events)
-        stack.callback(self._abandoned, principal, call)
+        if isinstance(said, TooLong):
+            raise Invalid(said.message)
+        if isinstance(said, Refused):
+            raise said.error
+        assert isinstance(said, Accepted | Answered) and events
+        call = Call(said.request_id, uuid, events[0])
+        if isinstance(said, Accepted):
+            stack.callback(self._abandoned, principal, call)
         return call
 
     async def _complete(self, call: Call, body: ChatCompletionRequest) -> Response:
@@ -322,67 +300,5 @@ class OpenAIApi:
         task.add_done_callback(self._tasks.discard)
 
 
-class Call:
-    """One completion call: the request it waits on, its conversation, its events."""
-
-    def __init__(self, request_id: str, session: str, events: asyncio.Queue[AnyEvent]) -> None:
-        self.request_id = request_id
-        self.session = session
-        self.events = events
-        self.ended = False
-
-
 def _valid_session(uuid: str) -> bool:
     return SESSION.match(uuid) is not None
-
-
-def answer_of(outcome: Outcome) -> str:
-    if isinstance(outcome, RequestCompleted):
-        return outcome.output
-    if isinstance(outcome, ClarificationRequested):
-        return questions_text(outcome)
-    if isinstance(outcome, RequestCancelled):
-        return f"(Cancelled: {outcome.reason}.)"
-    return outcome.error
-
-
-def usage_of(outcome: Outcome) -> CompletionUsage:
-    used = outcome.usage if isinstance(outcome, RequestCompleted) else None
-    prompt, completion = (used.input_tokens, used.output_tokens) if used else (0, 0)
-    return CompletionUsage(
-        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
-    )
-
-
-def card(name: str) -> ModelCard:
-    return ModelCard(id=name, object="model", created=CREATED, owned_by="sidekick")
-
-
-def info(call: Call, outcome: Outcome, progress: list[ProgressEvent]) -> SidekickInfo:
-    status: EndStatus
-    if isinstance(outcome, RequestCompleted):
-        status = outcome.status
-    elif isinstance(outcome, ClarificationRequested):
-        status = "awaiting_clarification"
-    elif isinstance(outcome, RequestCancelled):
-        status = "cancelled"
-    else:
-        status = "failed"
-    return SidekickInfo(
-        request_id=call.request_id,
-        session=call.session,
-        status=status,
-        progress=progress,
-        questions=list(outcome.questions) if isinstance(outcome, ClarificationRequested) else [],
-        metadata=end_metadata(outcome),
-    )
-
-
-def timeout_error(call: Call) -> OpenAIError:
-    return OpenAIError(
-        error=OpenAIErrorBody(
-            message=f"No answer within {WAIT:g} s (request {call.request_id}).",
-            type="server_error",
-            code="timeout",
-        )
-    )

@@ -24,11 +24,10 @@ from starlette.routing import Route
 
 from contracts.approvals import Approval
 from contracts.http import ApprovalDecided, ApprovalList, DecideApproval
-from services.gateway import approving
-from services.gateway.api import guarded, parse_body, path_id, respond
-from services.gateway.auth import Auth
-from services.gateway.errors import NotFound, Unavailable
-from services.gateway.intake import Intake
+from services.gateway.core.auth import Auth
+from services.gateway.core.errors import NotFound, Unavailable
+from services.gateway.core.http import guarded, parse_body, path_id, respond
+from services.gateway.core.intake import Intake
 from services.runtime.bus.core import Bus
 from services.runtime.requests.approvals import Approvals, Parked
 
@@ -76,11 +75,7 @@ class ApprovalsApi:
         tracked = await self.intake.load(approval.request_id)
         if tracked is None:
             raise NotFound(f"No approval {approval_id}.")
-        record = await approving.decide(
-            self.bus, principal, tracked, body.decision, approval.approval_id
-        )
-        # In flight again, for its own principal, until its end arrives.
-        self.intake.limits.admit(record.principal, record.request_id)
+        record = await self.intake.decide(principal, tracked, body.decision, approval.approval_id)
         decided = await Approvals(self.bus.kv.approvals).load(approval_id)
         return respond(
             ApprovalDecided(

@@ -23,7 +23,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from contracts import AnyEvent, parse_event
-from services.gateway.errors import Unavailable
+from services.gateway.core.errors import Unavailable
 from services.runtime.bus.core import Bus
 
 log = logging.getLogger("sidekick.gateway")

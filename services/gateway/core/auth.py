@@ -21,6 +21,7 @@ from pathlib import Path
 
 from starlette.requests import HTTPConnection
 
+from services.gateway.core.errors import AuthConfigError
 from services.runtime.base.settings import Settings
 
 log = logging.getLogger("sidekick.gateway")
@@ -29,10 +30,6 @@ ANONYMOUS = "anonymous"
 # A principal prefixes session ids as "principal/uuid", so it may not contain "/".
 PRINCIPAL = re.compile(r"^[A-Za-z0-9_.@\-]{1,64}$")
 MIN_TOKEN_CHARS = 8
-
-
-class AuthConfigError(ValueError):
-    """The token configuration cannot be used; the message says which entry and why."""
 
 
 def parse_tokens(entries: Iterable[str], origin: str) -> dict[str, str]:

@@ -1,0 +1,103 @@
+"""Answering a question a request is parked on: of several concurrent answers exactly one wins,
+by moving the request's record from `awaiting_clarification` by compare-and-set (every other
+one gets Conflict); only the answer that won counts against the limits; the orchestrator is
+told (`ClarificationAnswered`), and the session's history gets the questions and the answer.
+A decision on an approval goes through `services/gateway/approving.py` instead."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from contracts import ClarificationAnswered, ClarificationRequested, Question, RequestRecord
+from services.gateway.core.errors import Conflict, RateLimited, Unavailable
+from services.gateway.core.limits import Limits
+from services.gateway.core.said import Answered, Taken, Words
+from services.runtime.bus.core import Bus, msg_id
+from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.sessions import answered, asked_text, update_session
+
+log = logging.getLogger("sidekick.gateway")
+
+
+async def resume(
+    bus: Bus,
+    limits: Limits,
+    tracked: Tracked,
+    words: Words,
+    taken: Callable[[Taken], None] | None,
+) -> Answered:
+    """Resume the parked request with `words` (its principal's). `taken` is told when this
+    answer has won, before the request can go on."""
+    request_id, principal = tracked.value.request_id, tracked.value.principal
+    parked, asked = tracked.revision, _asked(tracked.value)
+    try:
+        tracked = await records(bus).move(
+            request_id,
+            "decided",
+            known=tracked,
+            source="awaiting_clarification",
+            clarification_questions=[],
+        )
+    except IllegalMove as exc:
+        now = exc.current.value.status if exc.current is not None else "gone"
+        raise Conflict(f"Request {request_id} is not waiting for an answer (it is {now}).") from exc
+    try:  # only the answer that won counts against the limits
+        limits.take(principal, request_id)
+    except RateLimited:
+        await _unanswer(bus, tracked)
+        raise
+    resumed = Answered(request_id, tracked.value)
+    if taken is not None:
+        taken(resumed)
+    event = ClarificationAnswered(
+        request_id=request_id,
+        session_id=tracked.value.session_id,
+        answers=words.answers,
+        message=words.text,
+        additional_context=words.additional_context,
+    )
+    try:
+        await bus.publish(
+            event,
+            bus.subjects.request_answered,
+            dedupe_key=bus.own_key(msg_id(request_id, "answered", parked)),
+        )
+    except Exception as exc:
+        limits.release(request_id)
+        await _unanswer(bus, tracked)
+        raise Unavailable("Sidekick could not pass on the answer; please retry.") from exc
+    said = words.text or "\n".join(
+        filter(None, [*words.answers.values(), words.additional_context])
+    )
+    questions = asked_text(asked)
+    record = tracked.value
+    try:
+        await update_session(
+            bus,
+            record.session_id,
+            lambda rec: answered(rec, request_id, record.text, questions, said),
+        )
+    except Exception as exc:  # the answer is on its way; only the history lacks it
+        log.warning("could not add the answer of %s to its session: %r", request_id, exc)
+    return resumed
+
+
+async def _unanswer(bus: Bus, tracked: Tracked) -> None:
+    """Put a request whose answer could not be passed on back to waiting, so that the
+    user's retry can answer it."""
+    try:
+        await records(bus).move(
+            tracked.value.request_id,
+            "awaiting_clarification",
+            known=tracked,
+            clarification_questions=_asked(tracked.value),
+        )
+    except Exception as exc:
+        log.warning("could not reopen %s for answers: %r", tracked.value.request_id, exc)
+
+
+def _asked(record: RequestRecord) -> list[Question]:
+    """The questions of the request's open clarification."""
+    outcome = record.outcome
+    return list(outcome.questions) if isinstance(outcome, ClarificationRequested) else []

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible surface under `/v1`."""

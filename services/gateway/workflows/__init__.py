@@ -1,0 +1,2 @@
+"""The workflows surface (compatible with the workflow seed): `/api/workflows` and the
+principal's `/api/preferences`."""
