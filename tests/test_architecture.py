@@ -160,3 +160,30 @@ def test_the_readme_map_names_every_package_and_only_paths_that_exist() -> None:
     } | {"contracts/", "tests/", "deploy/", "bench/", "docs/"}
     unnamed = sorted(p for p in packages if p not in named)
     assert not unnamed, f"the README's map leaves out: {unnamed}"
+
+
+def runtime_packages() -> list[Path]:
+    """services/runtime/ and every package under it, new ones included."""
+    runtime = ROOT / "services" / "runtime"
+    return sorted(p.parent for p in runtime.rglob("__init__.py") if "__pycache__" not in p.parts)
+
+
+def test_every_runtime_package_docstring_names_each_of_its_modules() -> None:
+    """Each package under services/runtime/ is read from its docstring first, so the docstring
+    names every module (`name.py`) and sub-package (`name/`) in it, a new one too."""
+    wrong = []
+    for package in runtime_packages():
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+        parts = [p.name for p in package.glob("*.py") if p.name != "__init__.py"]
+        parts += [f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").exists()]
+        missing = [
+            part
+            for part in sorted(parts)
+            if not re.search(rf"(?<![\w.]){re.escape(part)}(?!\w)", doc or "")
+        ]
+        if missing:
+            where = package.relative_to(ROOT) / "__init__.py"
+            wrong.append(f"{where}: its docstring does not name {', '.join(missing)}")
+    assert len(runtime_packages()) > len(RUNTIME_LEVELS), "the scan finds the sub-packages"
+    assert not wrong, "\n".join(wrong)
+
