@@ -1,1 +1,1 @@
-"""Sidekick's benchmark suite: `python -m bench` (see README.md, section Benchmarks)."""
+"""Sidekick's benchmark suite: `python -m bench` (see docs/benchmarks.md)."""

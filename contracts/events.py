@@ -270,7 +270,7 @@ class RequestCompleted(Event):
     usage: Usage = Field(default_factory=Usage, description="Total model usage.")
     cost_usd: float | None = Field(
         default=None,
-        description="The usage priced by the price table (USD; see the README's Budgets).",
+        description="The usage priced by the price table (USD; see docs/budgets.md).",
     )
     usage_estimated: bool = Field(
         default=False,

@@ -6,6 +6,7 @@ naming what is there."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -193,3 +194,157 @@ def test_the_readme_map_names_every_package_and_only_paths_that_exist() -> None:
     } | {"contracts/", "tests/", "deploy/", "bench/", "docs/"}
     unnamed = sorted(p for p in packages if p not in named)
     assert not unnamed, f"the README's map leaves out: {unnamed}"
+
+
+def runtime_packages() -> list[Path]:
+    """services/runtime/ and every package under it, new ones included."""
+    runtime = ROOT / "services" / "runtime"
+    return sorted(p.parent for p in runtime.rglob("__init__.py") if "__pycache__" not in p.parts)
+
+
+def test_every_runtime_package_docstring_names_each_of_its_modules() -> None:
+    """Each package under services/runtime/ is read from its docstring first, so the docstring
+    names every module (`name.py`) and sub-package (`name/`) in it, a new one too."""
+    wrong = []
+    for package in runtime_packages():
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+        parts = [p.name for p in package.glob("*.py") if p.name != "__init__.py"]
+        parts += [f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").exists()]
+        missing = [
+            part
+            for part in sorted(parts)
+            if not re.search(rf"(?<![\w.]){re.escape(part)}(?!\w)", doc or "")
+        ]
+        if missing:
+            where = package.relative_to(ROOT) / "__init__.py"
+            wrong.append(f"{where}: its docstring does not name {', '.join(missing)}")
+    assert len(runtime_packages()) > len(RUNTIME_LEVELS), "the scan finds the sub-packages"
+    assert not wrong, "\n".join(wrong)
+
+
+# Not SidekickErrors on purpose, for now: the gateway is being moved into services/gateway/core/
+# and one package per surface (issue 33), and that move makes `GatewayError` a SidekickError;
+# gateway files are left to it. The tree in services/runtime/base/errors.py draws these where
+# the move puts them. Once it lands, these names are gone and the test below says to drop them.
+NOT_YET_SIDEKICK_ERRORS = {
+    *(
+        f"services.gateway.errors.{name}"
+        for name in (
+            "GatewayError",
+            "Unauthorized",
+            "Invalid",
+            "TooLarge",
+            "NotFound",
+            "Conflict",
+            "Busy",
+            "RateLimited",
+            "Unavailable",
+        )
+    ),
+    "services.gateway.auth.AuthConfigError",
+    "services.gateway.a2a.service.RpcError",
+}
+GATEWAY_CORE = ROOT / "services" / "gateway" / "core"
+
+
+def error_classes() -> dict[str, type[BaseException]]:
+    """Every exception class defined at the top level of a module under services/, by its
+    qualified name (the modules imported, so inheritance is the interpreter's, not a guess)."""
+    found: dict[str, type[BaseException]] = {}
+    for module, path in modules().items():
+        if not module.startswith("services.") or path.name == "__main__.py":
+            continue  # a __main__ runs the command line when imported
+        for name, value in vars(importlib.import_module(module)).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__ == module
+            ):
+                found[f"{module}.{name}"] = value
+    return found
+
+
+def test_every_error_class_under_services_is_a_sidekick_error() -> None:
+    from services.runtime.base.errors import SidekickError
+
+    found = error_classes()
+    assert len(found) > 40, "the scan finds the project's error classes"
+    outside = sorted(
+        name
+        for name, cls in found.items()
+        if not issubclass(cls, SidekickError) and name not in NOT_YET_SIDEKICK_ERRORS
+    )
+    assert not outside, (
+        f"hang these under SidekickError (services/runtime/base/errors.py): {outside}"
+    )
+    gone = sorted(NOT_YET_SIDEKICK_ERRORS - set(found))
+    assert not gone, f"no such classes any more: drop them from NOT_YET_SIDEKICK_ERRORS: {gone}"
+
+
+def drawn_tree(doc: str) -> dict[tuple[str, str], tuple[str, str] | None]:
+    """The tree in base/errors.py's docstring: (path under services/, class) -> its parent's
+    (path, class), None for the root. Paths as the drawing's rules give them."""
+    root = ("runtime/base/errors.py", "SidekickError")
+    tree: dict[tuple[str, str], tuple[str, str] | None] = {root: None}
+    section = ""
+    chain: list[tuple[str, str]] = []  # the last node drawn at each depth
+    for line in doc.splitlines():
+        header = re.match(r" \|  ([\w/]+(?:\.py|/))(?:\s|$)", line)
+        node = re.match(r"(?P<lead>[ |]*)\+-- (?P<name>\w+)(?:\s+(?P<note>.*))?$", line)
+        if header:
+            section, chain = header[1], []
+        elif node:
+            depth = (len(node["lead"]) - 1) // 5
+            folder = section if section.endswith("/") else section.rsplit("/", 1)[0] + "/"
+            own = re.match(r"([\w/]+\.py):", node["note"] or "")
+            parent = chain[depth - 1] if depth else root
+            if own:
+                path = own[1] if "/" in own[1] else folder + own[1]
+            else:
+                path = parent[0] if depth else section
+            chain = [*chain[:depth], (path, node["name"])]
+            tree[(path, node["name"])] = parent
+    return tree
+
+
+def test_the_error_tree_is_drawn_once_and_as_the_code_has_it() -> None:
+    """Every SidekickError is drawn in SidekickError's module docstring, in its own module and
+    under its own parent, and everything drawn exists (the gateway's new home aside, until the
+    move that makes it lands)."""
+    from services.runtime.base import errors
+
+    found = error_classes()
+    project = set(found.values())
+
+    def place(cls: type[BaseException]) -> tuple[str, str]:
+        path = modules()[cls.__module__].relative_to(ROOT / "services")
+        return (path.as_posix(), cls.__name__)
+
+    real: dict[tuple[str, str], tuple[str, str] | None] = {}
+    for name, cls in found.items():
+        if name in NOT_YET_SIDEKICK_ERRORS:
+            continue
+        parent = next((b for b in cls.__mro__[1:] if b in project), None)
+        real[place(cls)] = place(parent) if parent else None
+    drawn = drawn_tree(errors.__doc__ or "")
+
+    def named(node: tuple[str, str] | None) -> str:
+        return node[1] if node else "nothing"
+
+    wrong = [
+        f"{path}: {name} is under {named(parent)} in the code, "
+        + (
+            f"under {named(drawn[path, name])} in the tree"
+            if (path, name) in drawn
+            else "not drawn"
+        )
+        for (path, name), parent in sorted(real.items())
+        if drawn.get((path, name), ()) != parent
+    ]
+    pending = not GATEWAY_CORE.exists()
+    wrong += [
+        f"{path}: {name} is drawn there, the code has no such class"
+        for (path, name) in sorted(drawn)
+        if (path, name) not in real and not (pending and path.startswith("gateway/"))
+    ]
+    assert not wrong, "services/runtime/base/errors.py's tree:\n" + "\n".join(wrong)

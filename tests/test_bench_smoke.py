@@ -1,5 +1,5 @@
 """The benchmark suite runs end to end in quick mode and reports every figure in the documented
-shape. Timings are not asserted here: timing goals live in bench/ (see README, Benchmarks)."""
+shape. Timings are not asserted here: timing goals live in bench/ (see docs/benchmarks.md)."""
 
 from __future__ import annotations
 

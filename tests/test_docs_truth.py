@@ -1,9 +1,10 @@
-"""The README and docs/ say what the code does: every setting the code reads is documented (with
-the code's default where the docs give one), every `sidekick` flag they name exists and every one
-the CLI takes is named, every repository path and test they cite exists, every metric a service
-registers is in the operations guide's table (and nothing else is), and every bus subject is in
-the README's table of the bus. Each check reads the code's own structure, so a new setting, flag,
-metric or subject fails here until it is documented."""
+"""The README and docs/ say what the code does: every setting the code reads is in the
+configuration reference's tables (docs/configuration.md, with the code's default where they give
+one), every `sidekick` flag they name exists and every one the CLI takes is named, every command
+has its entry in docs/commands.md, every repository path, link and test they cite exists, every
+metric a service registers is in the operations guide's table (and nothing else is), and every
+bus subject is in the architecture guide's table of the bus. Each check reads the code's own
+structure, so a new setting, flag, metric or subject fails here until it is documented."""
 
 from __future__ import annotations
 
@@ -42,21 +43,23 @@ pytestmark = pytest.mark.fast
 ROOT = Path(__file__).resolve().parents[1]
 
 
+REFERENCE = ("configuration.md", "## Every variable")  # the tables of every variable
+
+
 def test_every_setting_the_code_reads_is_documented_and_every_documented_one_is_read() -> None:
-    in_table = documented(section(README, "## Configuration"))
-    in_readme = documented(README)
+    in_table = documented(section(DOCS[REFERENCE[0]], REFERENCE[1]))
     shared = {v for v in env_names(Settings) if v.startswith("SIDEKICK_")}
     kinds = {v for v in env_names(Settings) if not v.startswith("SIDEKICK_")}
     kinds |= set(env_names(WorkerSettings)) | set(env_names(ToolsSettings))
     missing = sorted(
-        [f"{v} (Settings: the configuration table)" for v in undocumented(shared, in_table)]
+        [f"{v} (Settings: the configuration reference)" for v in undocumented(shared, in_table)]
         + [
-            f"{v} (a worker's or a provider's setting: the README)"
-            for v in undocumented(kinds, in_readme)
+            f"{v} (a worker's or a provider's setting: the configuration reference)"
+            for v in undocumented(kinds, in_table)
         ]
         + [
-            f"{v} (read from the environment: the README)"
-            for v in undocumented(environ_reads(), in_readme)
+            f"{v} (read from the environment: the configuration reference)"
+            for v in undocumented(environ_reads(), in_table)
         ]
     )
     assert not missing, f"read by the code, not documented: {missing}"
@@ -76,10 +79,10 @@ def test_every_setting_the_code_reads_is_documented_and_every_documented_one_is_
 
 
 def documented_defaults() -> list[tuple[str, str]]:
-    """(variable, default as written) from the configuration table's rows and the worker
-    tables' "`SIDEKICK_X` (default…" cells; a default in backticks or a plain number."""
+    """(variable, default as written) from the configuration reference's rows, and every
+    "`SIDEKICK_X` (default…" in the README and docs/; a default in backticks or a plain number."""
     pairs: list[tuple[str, str]] = []
-    for row in table_rows(section(README, "## Configuration")):
+    for row in table_rows(section(DOCS[REFERENCE[0]], REFERENCE[1])):
         if len(row) < 2:
             continue
         names = abbreviated_names(row[0], (is_read_literally, is_read))
@@ -87,8 +90,8 @@ def documented_defaults() -> list[tuple[str, str]]:
         if len(cells) != len(names):
             continue  # a prose default ("shared values"): nothing to compare
         pairs += [(n, c) for n, c in zip(names, cells, strict=True) if "<" not in n]
-    pattern = r"`(SIDEKICK_[A-Z0-9_]+)`\s\((?:default )?(`[^`]*`|[\d,.]+(?: MB)?)"
-    pairs += re.findall(pattern, README)
+    pattern = r"`(SIDEKICK_[A-Z0-9_]+)`\s\((?:default )?(`[^`]*`|[\d,.]+(?: MB| KiB| h)?)"
+    pairs += re.findall(pattern, README + "".join(DOCS.values()))
     return pairs
 
 
@@ -113,8 +116,9 @@ def test_every_documented_default_is_the_codes() -> None:
             value = written.split("`")[1]
         elif re.fullmatch(r"[\d,.]+", value):
             value = value.replace(",", "")
-            if written.endswith(" MB"):
-                value = str(int(float(value) * 1_000_000))
+            for unit, times in ((" MB", 1_000_000), (" KiB", 1024), (" h", 3600)):
+                if written.endswith(unit):
+                    value = str(int(float(value) * times))
         if expected is None:
             continue  # computed at run time (a role's model, a folder under the data dir)
         if value != expected and not same_number(value, expected):
@@ -164,10 +168,10 @@ def test_every_sidekick_flag_the_docs_name_exists() -> None:
     assert not wrong, wrong
 
 
-def test_every_command_is_in_the_readmes_commands_section_and_every_flag_somewhere() -> None:
-    """Each command has its entry in the README's Commands section; each of its flags is named
-    there or in a `sidekick <command> …` line elsewhere in the README or docs/."""
-    listed = {command for command, _ in command_lines(section(README, "## Commands"))}
+def test_every_command_is_in_the_commands_guide_and_every_flag_somewhere() -> None:
+    """Each command has its entry in docs/commands.md's Commands section; each of its flags is
+    named there or in a `sidekick <command> …` line elsewhere in the README or docs/."""
+    listed = {command for command, _ in command_lines(section(DOCS["commands.md"], "## Commands"))}
     named: dict[str, set[str]] = {}
     for text in (README, *DOCS.values()):
         for command, rest in command_lines(text):
@@ -175,7 +179,7 @@ def test_every_command_is_in_the_readmes_commands_section_and_every_flag_somewhe
     missing = []
     for command, parser in subcommands().items():
         if command not in listed:
-            missing.append(f"sidekick {command} (no entry in the Commands section)")
+            missing.append(f"sidekick {command} (no entry in docs/commands.md's Commands)")
         missing += [
             f"sidekick {command} {f}" for f in sorted(flags(parser) - named.get(command, set()))
         ]
@@ -213,6 +217,41 @@ def test_every_repository_path_the_docs_cite_exists() -> None:
             if not (any(ROOT.glob(path)) or (ROOT / path).exists() or (base / path).exists()):
                 missing.append(f"{where}: {path}")
     assert not missing, f"cited, but not in the repository: {missing}"
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings (code blocks' lines are no headings)."""
+    found = set()
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (heading := re.match(r"#+ (.+)", line)):
+            words = re.sub(r"[^\w\- ]", "", heading[1].lower())
+            found.add(words.replace(" ", "-"))
+    return found
+
+
+def test_every_link_in_the_readme_and_docs_leads_somewhere_in_the_repository() -> None:
+    """Links are relative (nothing outside the repository), to a file that exists, and to a
+    heading that exists when they name one; the README's lead into docs/ (or to itself)."""
+    wrong = []
+    for where, text in {"README.md": README, **DOCS}.items():
+        base = ROOT if where == "README.md" else ROOT / "docs"
+        links = re.findall(r"\]\(([^)\s]+)\)", text)
+        assert where != "README.md" or links, "the README links into docs/"
+        for link in links:
+            target, _, anchor = link.partition("#")
+            path = (base / target).resolve() if target else base / where
+            if re.match(r"[a-z]+:", link):
+                wrong.append(f"{where}: {link} leads outside the repository")
+            elif not path.exists():
+                wrong.append(f"{where}: {link}: no such file")
+            elif where == "README.md" and target and not target.startswith("docs/"):
+                wrong.append(f"{where}: {link}: the README links into docs/ only")
+            elif anchor and path.suffix == ".md" and anchor not in anchors(path.read_text()):
+                wrong.append(f"{where}: {link}: no such heading")
+    assert not wrong, wrong
 
 
 def test_every_test_the_docs_name_exists() -> None:
@@ -264,8 +303,8 @@ def test_the_operations_guides_metrics_table_is_what_the_services_register() -> 
     assert not wrong, wrong
 
 
-def test_every_bus_subject_and_stream_is_in_the_readmes_table_of_the_bus() -> None:
-    table = section(README, "## The bus")
+def test_every_bus_subject_and_stream_is_in_the_architecture_guides_table_of_the_bus() -> None:
+    table = section(DOCS["architecture.md"], "## The bus")
     shown: set[str] = set()
     for row in table_rows(table):
         names = re.findall(r"`([^`]+)`", row[0])
@@ -346,6 +385,6 @@ def test_the_maps_of_the_code_name_every_command_and_the_eval_cases_count() -> N
     ]
     assert not wrong, f"commands the maps of the code leave out: {wrong}"
     cases = (ROOT / "services/evals/cases.jsonl").read_text().splitlines()
-    said = re.search(r"`services/evals/cases\.jsonl`, (\d+) cases", README)
-    assert said, "the README no longer says how many eval cases there are"
+    said = re.search(r"`services/evals/cases\.jsonl`, (\d+) cases", DOCS["eval.md"])
+    assert said, "docs/eval.md no longer says how many eval cases there are"
     assert int(said[1]) == len([c for c in cases if c.strip()])

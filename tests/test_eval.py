@@ -1,6 +1,6 @@
 """`sidekick eval` against the fake model: the dataset, the checks, and whole runs against a
 running system and against one it starts. The figures here only prove the plumbing; what the
-loop is worth is measured with a real model (README)."""
+loop is worth is measured with a real model (docs/eval.md)."""
 
 from __future__ import annotations
 

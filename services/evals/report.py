@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.evals.runner import MODES, CaseRun
+from services.runtime.base.errors import SidekickError
 
 FORMAT_VERSION = 1
 # Public list prices (USD per 1M tokens: input, output) as of 2025; override with --prices.
@@ -51,7 +52,7 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
 ]
 
 
-class PricesError(Exception):
+class PricesError(SidekickError):
     pass
 
 

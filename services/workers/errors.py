@@ -1,18 +1,6 @@
-"""Errors of the worker kinds that call outside services.
-
-WorkerError                       carries `retryable`: may the same attempt succeed if re-run?
- +-- SearchError                  Brave Search could not give results
- |    +-- SearchNotConfigured     BRAVE_SEARCH_API_KEY is not set (never retryable)
- |    +-- SearchUnavailable       429, 5xx, timeout or network error (retryable)
- |    +-- SearchRejected          any other error status (bad key, bad query; not retryable)
- +-- EmailError                   an email could not be built or sent
-      +-- InvalidRecipient        not an address, or a domain that is not allowed
-      +-- EmailNotConfigured      a key without SENDGRID_FROM_EMAIL
-      +-- EmailSendFailed         SendGrid refused or failed; `retryable` when it surely did not
-                                  send (5xx, 429, connection refused)
-      +-- EmailOutcomeUnknown     a send may or may not have happened (timeout, a crash mid-send);
-                                  never retried, so the mail goes out at most once
-"""
+"""Errors of the worker kinds that call outside services: `WorkerError`, which carries
+`retryable` (may the same attempt succeed if re-run?), and its search and email kinds. The tree
+is drawn once, with every other error class, in services/runtime/base/errors.py."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import get_args
 
 from contracts.approvals import Approver, PolicyDecision
+from services.runtime.base.errors import ConfigurationError
 
 DECISIONS: tuple[PolicyDecision, ...] = get_args(PolicyDecision)
 STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
@@ -28,7 +29,7 @@ APPROVERS: tuple[Approver, ...] = get_args(Approver)
 FACTS = ("", "unwritten_recipient", "approver")
 
 
-class PolicyError(ValueError):
+class PolicyError(ConfigurationError, ValueError):
     """The policy's configuration is not usable; the message says where and why."""
 
 

@@ -33,7 +33,7 @@ class ApprovalSettings(BaseSettings):
     workers' (read with the `SIDEKICK_` prefix of the class that mixes it in)."""
 
     approval_policy: str | None = Field(
-        default=None, description="A JSON file of approval rules (see the README's Approvals)."
+        default=None, description="A JSON file of approval rules (see docs/approvals.md)."
     )
     approvals: str = Field(
         default="",

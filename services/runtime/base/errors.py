@@ -1,13 +1,91 @@
-"""Errors of the shared runtime.
+"""`SidekickError`, and every error class of the project under it, drawn once, here.
 
-SidekickError
- +-- ConfigurationError          a setting is missing or wrong; names the variables to set
- |    +-- LLMNotConfigured
- +-- LLMError                    a model call failed after its retries (and its fallback's)
- |    +-- LLMUnavailable         network error, timeout, 429 or 5xx persisted; or a 4xx
- |    +-- LLMInvalidOutput       the reply failed validation twice (names role, model, mode)
- |    +-- BudgetSpent            the next call was not made: its maximum could pass the budget
- +-- PoisonMessage               a bus message that can never be processed (bad JSON/schema)
+Paths are under `services/`. A section line (` |  path`) says where the classes below it live;
+a class that lives elsewhere starts its note with its path (a file name alone: in the section's
+folder); a child lives with its parent unless it says otherwise. "Also a ValueError" (or
+RuntimeError): it keeps that built-in base too, so every `except ValueError` that caught it
+still does. `tests/test_architecture.py` checks the drawing against the code.
+
+SidekickError                        everything Sidekick raises on purpose
+ |
+ |  runtime/base/errors.py
+ +-- ConfigurationError              a setting is missing or wrong; names what to set
+ |    +-- LLMNotConfigured           no endpoint for a role; the message says what to set
+ |    +-- PolicyError                workers/policy.py: the approval policy cannot be used
+ |    |                              (where and why); also a ValueError
+ |    +-- McpConfigError             workers/tools/mcp_config.py: the MCP servers' file
+ |                                   (SIDEKICK_MCP_CONFIG) cannot be used
+ +-- LLMError                        a model call failed after its retries (and its fallback's)
+ |    +-- LLMUnavailable             network error, timeout, 429 or 5xx persisted; or a 4xx
+ |    +-- LLMInvalidOutput           the reply failed validation twice (names role, model, mode)
+ |    +-- BudgetSpent                the next call was not made: its maximum could pass the budget
+ +-- PoisonMessage                   a bus message that can never be processed (bad JSON/schema)
+ |
+ |  runtime/walls/
+ +-- EgressRefused                   egress.py: a destination that is not public
+ +-- TooDeep                         jsonlimits.py: JSON nested too deep; also a ValueError
+ |
+ |  runtime/llm/
+ +-- CallTimeout                     calls.py: a whole attempt ran past SIDEKICK_LLM_TIMEOUT
+ +-- StreamError                     sse.py: an error inside a stream, or an unreadable event
+ |
+ |  runtime/bus/topology.py
+ +-- TopologyMissing                 the bootstrap step has not run; also a RuntimeError
+ |
+ |  runtime/requests/
+ +-- IllegalMove                     lifecycle.py: the table does not allow this move
+ +-- Busy                            lanes.py: `reject`: the session answers another request
+ +-- ApprovalRefused                 approvals.py: a decision that was not written
+ |    +-- ApprovalClosed             already decided (or expired); `.current` says how
+ |    +-- NotAnApprover              the deciding principal is not among its approvers
+ |
+ |  gateway/core/errors.py           what the gateway refuses: code, message, http_status
+ +-- GatewayError                    a refusal; an error frame, or an HTTP status and body
+ |    +-- Unauthorized               401 unauthorized: no token, or a wrong one
+ |    +-- Invalid                    422 invalid_body: the body fails validation
+ |    |    +-- TooLarge              413 invalid_body: the body is over the size limit
+ |    +-- NotFound                   404 not_found: unknown id, or another principal's
+ |    +-- Conflict                   409 conflict: e.g. not awaiting clarification, id in use
+ |    +-- Busy                       409 busy: `reject`: the session answers another request
+ |    +-- RateLimited                429 rate_limited: per-minute limit or concurrency cap
+ |    +-- Unavailable                503 unavailable: the bus did not take the message
+ +-- AuthConfigError                 gateway/core/auth.py: the token configuration cannot be
+ |                                   used; also a ValueError
+ +-- RpcError                        gateway/a2a/service.py: an A2A error, its JSON-RPC code
+ |
+ |  workers/errors.py                the worker kinds that call outside services
+ +-- WorkerError                     carries `retryable`: may the same attempt succeed re-run?
+ |    +-- SearchError                Brave Search could not give results
+ |    |    +-- SearchNotConfigured   BRAVE_SEARCH_API_KEY is not set (never retryable)
+ |    |    +-- SearchUnavailable     429, 5xx, timeout or network error (retryable)
+ |    |    +-- SearchRejected        any other error status (bad key, bad query; not retryable)
+ |    +-- EmailError                 an email could not be built or sent
+ |         +-- InvalidRecipient      not an address, or a domain that is not allowed
+ |         +-- EmailNotConfigured    a key without SENDGRID_FROM_EMAIL
+ |         +-- EmailSendFailed       SendGrid refused or failed; `retryable` when it surely
+ |         |                         did not send (5xx, 429, connection refused)
+ |         +-- EmailOutcomeUnknown   a send may or may not have happened (timeout, a crash
+ |                                   mid-send); never retried: the mail goes out at most once
+ |
+ |  workers/tools/                   errors a tool reports to the model: its result, the loop
+ |                                   goes on; the message says what went wrong and what to do
+ +-- ToolError                       errors.py: a tool could not do what was asked
+ |    +-- ToolNotConfigured          the tool's key or binary is missing; names what to set
+ |    +-- ToolArgumentsError         the model's arguments were not valid JSON or off the schema
+ |    +-- PathRefused                a files_* path would leave the session's folder
+ |    +-- ToolUnavailable            the outside service failed (timeout, 5xx, unreachable)
+ |    +-- _Missing                   sessiondir.py: a files_* path that does not exist
+ +-- McpStartError                   mcp_link.py: an MCP server could not be connected
+ |
+ |  cli/
+ +-- LocalModelMissing               localmodel.py: the `local` extra is not installed; also a
+ |                                   RuntimeError
+ +-- GatewayRefused                  outbox.py: the gateway answered `sidekick outbox` with an
+ |                                   error status
+ |
+ |  evals/
+ +-- CasesError                      cases.py: a case file that cannot be used (line, why)
+ +-- PricesError                     report.py: a `--prices` or `--compare` file it cannot use
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class LLMConfig:
 
 
 class Settings(BaseSettings):
-    """Every knob, read once at start-up. See the README's configuration table."""
+    """Every knob, read once at start-up. See docs/configuration.md."""
 
     model_config = SettingsConfigDict(env_prefix="SIDEKICK_", extra="ignore")
 
@@ -203,7 +203,7 @@ class Settings(BaseSettings):
     gateway_host: str = "127.0.0.1"
     gateway_port: int = 8080
     max_frame_bytes: int = Field(default=64 * 1024, ge=256)
-    # Gateway security and limits (see the README's "Security" section).
+    # Gateway security and limits (see docs/security.md).
     auth_tokens: SecretStr | None = Field(
         default=None, description="Bearer tokens as 'token:principal,token2:principal2'."
     )

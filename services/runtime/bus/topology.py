@@ -32,6 +32,7 @@ from nats.js.api import (
 from nats.js.kv import KeyValue
 
 from contracts import Subjects
+from services.runtime.base.errors import SidekickError
 from services.runtime.base.settings import Settings
 
 log = logging.getLogger("sidekick.topology")
@@ -256,7 +257,7 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
     log.info("bus topology of namespace %s is in place", settings.namespace)
 
 
-class TopologyMissing(RuntimeError):
+class TopologyMissing(SidekickError, RuntimeError):
     """The bootstrap step has not run (or not for this namespace)."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import openai
 
 from contracts import Usage
+from services.runtime.base.errors import SidekickError
 
 # A request feature named in an error body: the server says it lacks it.
 CAPABILITY = re.compile(r"response_format|json_schema|\btools?\b|tool_choice", re.I)
@@ -36,7 +37,7 @@ NO_MAX_TOKENS = 4096  # a reply's maximum counted in advance where no max_tokens
 SENT_ALONG = ("tools", "response_format")  # request parts the model reads besides the messages
 
 
-class CallTimeout(Exception):
+class CallTimeout(SidekickError):
     """The whole attempt ran past the timeout; its HTTP request was closed."""
 
 

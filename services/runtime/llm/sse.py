@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from services.runtime.base.errors import SidekickError
+
 try:  # the SDK's HTTP client: httpx2 from openai 2.x on, httpx before
     import httpx2 as _http
 except ImportError:  # pragma: no cover - older openai
@@ -23,7 +25,7 @@ Response = _http.Response
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (_http.HTTPError, _http.StreamError)
 
 
-class StreamError(Exception):
+class StreamError(SidekickError):
     """The server reported an error inside the stream, or sent an unreadable event."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:

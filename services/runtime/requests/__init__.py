@@ -1,4 +1,17 @@
-"""A request's life on the bus: its record and the lifecycle table (lifecycle.py), the
-one-at-a-time lane of a session (lanes.py), the session's history (sessions.py), how a request
-ends (outcomes.py, failures.py), cancels, streamed chunks and the email outbox. Imports `bus`,
-`walls`, `llm` and `base`, never `hosting`."""
+"""A request's life on the bus. Imports `bus`, `walls`, `llm` and `base`, never `hosting`.
+
+- lifecycle.py: a request's record, its states and the legal moves as one table, and the one
+  compare-and-set every service uses to move it.
+- lanes.py: one conversation at a time: a session's lane (active, queued, handoff).
+- sessions.py: a session's record: its history, the parked request, results not yet seen.
+- outcomes.py: how a request ends (or parks), whichever service ends it.
+- failures.py: runtime errors turned into the failure codes clients see.
+- cancels.py: hearing cancellations, and the flags left for cancels that came before a
+  process started.
+- streaming.py: a reply's tokens on their way to the client, coalesced into chunks.
+- outbox.py: the local outbox of mail the EMAIL worker could not send.
+- budgets.py: what one request, one session and one principal per UTC day may spend; prices.
+- holds.py: holds on the day and the session before each model step, settled when it ends.
+- guards.py: the budget check before each HTTP model call, handed to the LLM client.
+- approvals.py: approvals in the `approvals` bucket, decided once by compare-and-set.
+"""

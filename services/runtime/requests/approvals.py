@@ -1,11 +1,8 @@
 """Approvals in the `approvals` bucket (key: approval id): opened by the orchestrator when a
 worker asks, decided once by compare-and-set (by the gateway for a person, by the orchestrator
 when it expires), read by the worker that then acts. The first decision stands: a second
-answer, a racing one, or one after expiry finds the approval closed and changes nothing.
-
-    ApprovalRefused            nothing was written
-    ├── ApprovalClosed         it was already decided (or expired); `.current` says how
-    └── NotAnApprover          the deciding principal is not among its approvers
+answer, a racing one, or one after expiry finds the approval closed and changes nothing
+(`ApprovalRefused`: `ApprovalClosed`, `NotAnApprover`; drawn in services/runtime/base/errors.py).
 """
 
 from __future__ import annotations
@@ -16,13 +13,14 @@ from nats.js.kv import KeyValue
 
 from contracts import utcnow
 from contracts.approvals import Approval, ApprovalDecision
+from services.runtime.base.errors import SidekickError
 from services.runtime.bus.kvstore import Versioned, get_model, key_for, write_if
 
 ATTEMPTS = 20
 Verdict = Literal["approved", "denied", "expired"]
 
 
-class ApprovalRefused(Exception):
+class ApprovalRefused(SidekickError):
     def __init__(self, approval: Approval, message: str) -> None:
         self.current = approval
         super().__init__(message)

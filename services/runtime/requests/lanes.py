@@ -32,6 +32,7 @@ from opentelemetry import context, trace
 
 from contracts import ChatRequested, RequestRecord, SessionRecord, utcnow
 from contracts.base import IfBusy
+from services.runtime.base.errors import SidekickError
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import Versioned, get_model, key_for, write_if
@@ -46,7 +47,7 @@ tracer = trace.get_tracer("sidekick.lanes")
 Session = Versioned[SessionRecord]
 
 
-class Busy(Exception):
+class Busy(SidekickError):
     """`reject`: the session is answering another request."""
 
     def __init__(self, active: str) -> None:

@@ -31,6 +31,7 @@ from contracts import (
     WorkflowStatus,
     utcnow,
 )
+from services.runtime.base.errors import SidekickError
 from services.runtime.bus.kvstore import Versioned, compare_and_set, get_model, write_if
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ def state_of(outcome: Outcome) -> RequestState:
     return "awaiting_approval" if outcome.approval is not None else "awaiting_clarification"
 
 
-class IllegalMove(Exception):
+class IllegalMove(SidekickError):
     """The table does not allow this move from the state the request is in (or there is no
     such request: `current` is None). Nothing was written."""
 

@@ -32,6 +32,7 @@ import httpcore
 import httpx
 from prometheus_client import Counter
 
+from services.runtime.base.errors import SidekickError
 from services.runtime.base.metrics import REGISTRY
 
 log = logging.getLogger("sidekick.egress")
@@ -50,7 +51,7 @@ _METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
-class EgressRefused(Exception):
+class EgressRefused(SidekickError):
     """A destination that is not allowed; `reason` is what a user should read."""
 
     def __init__(self, target: str, reason: str) -> None:

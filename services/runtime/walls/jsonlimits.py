@@ -11,6 +11,8 @@ import re
 from itertools import accumulate
 from typing import Any
 
+from services.runtime.base.errors import SidekickError
+
 MAX_DEPTH = 64
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -18,7 +20,7 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
-class TooDeep(ValueError):
+class TooDeep(SidekickError, ValueError):
     """The document nests arrays and objects deeper than allowed."""
 
     def __init__(self, limit: int) -> None:

@@ -1,17 +1,13 @@
 """Errors a tool reports to the model. They become the tool's result (the loop goes on), so
-their message says what went wrong and, where it can, what to do instead.
-
-ToolError                 a tool could not do what was asked; `str()` is shown to the model
- +-- ToolNotConfigured    the tool's key or binary is missing; names the variables to set
- +-- ToolArgumentsError   the model's arguments were not valid JSON or did not fit the schema
- +-- PathRefused          a files_* path would leave the session's sandbox folder
- +-- ToolUnavailable      the outside service failed (timeout, 5xx, unreachable)
-"""
+their message says what went wrong and, where it can, what to do instead. The tree is drawn
+once, with every other error class, in services/runtime/base/errors.py."""
 
 from __future__ import annotations
 
+from services.runtime.base.errors import SidekickError
 
-class ToolError(Exception):
+
+class ToolError(SidekickError):
     """A failure to tell the model about; the loop continues."""
 
 

@@ -22,12 +22,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from services.runtime.base.errors import ConfigurationError
+
 # Types other clients write for the transports Sidekick speaks.
 STDIO_TYPES = ("stdio",)
 HTTP_TYPES = ("http", "streamable-http", "streamable_http", "streamableHttp")
 
 
-class McpConfigError(Exception):
+class McpConfigError(ConfigurationError):
     """The file cannot be used; the message says where and why."""
 
 

@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, Tool
 
+from services.runtime.base.errors import SidekickError
 from services.runtime.base.logs import request_context
 from services.workers.tools.errors import ToolError, ToolUnavailable
 from services.workers.tools.mcp_config import HttpServer, StdioServer
@@ -296,7 +297,7 @@ class ServerLink:
         return watched(streamable_http_client(config.url, http_client=http), on_end)
 
 
-class McpStartError(Exception):
+class McpStartError(SidekickError):
     """A server could not be connected; the message says why (one line)."""
 
 
