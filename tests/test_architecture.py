@@ -226,25 +226,6 @@ def test_every_runtime_package_docstring_names_each_of_its_modules() -> None:
 # and one package per surface (issue 33), and that move makes `GatewayError` a SidekickError;
 # gateway files are left to it. The tree in services/runtime/base/errors.py draws these where
 # the move puts them. Once it lands, these names are gone and the test below says to drop them.
-NOT_YET_SIDEKICK_ERRORS = {
-    *(
-        f"services.gateway.errors.{name}"
-        for name in (
-            "GatewayError",
-            "Unauthorized",
-            "Invalid",
-            "TooLarge",
-            "NotFound",
-            "Conflict",
-            "Busy",
-            "RateLimited",
-            "Unavailable",
-        )
-    ),
-    "services.gateway.auth.AuthConfigError",
-    "services.gateway.a2a.service.RpcError",
-}
-GATEWAY_CORE = ROOT / "services" / "gateway" / "core"
 
 
 def error_classes() -> dict[str, type[BaseException]]:
@@ -269,16 +250,10 @@ def test_every_error_class_under_services_is_a_sidekick_error() -> None:
 
     found = error_classes()
     assert len(found) > 40, "the scan finds the project's error classes"
-    outside = sorted(
-        name
-        for name, cls in found.items()
-        if not issubclass(cls, SidekickError) and name not in NOT_YET_SIDEKICK_ERRORS
-    )
+    outside = sorted(name for name, cls in found.items() if not issubclass(cls, SidekickError))
     assert not outside, (
         f"hang these under SidekickError (services/runtime/base/errors.py): {outside}"
     )
-    gone = sorted(NOT_YET_SIDEKICK_ERRORS - set(found))
-    assert not gone, f"no such classes any more: drop them from NOT_YET_SIDEKICK_ERRORS: {gone}"
 
 
 def drawn_tree(doc: str) -> dict[tuple[str, str], tuple[str, str] | None]:
@@ -309,8 +284,7 @@ def drawn_tree(doc: str) -> dict[tuple[str, str], tuple[str, str] | None]:
 
 def test_the_error_tree_is_drawn_once_and_as_the_code_has_it() -> None:
     """Every SidekickError is drawn in SidekickError's module docstring, in its own module and
-    under its own parent, and everything drawn exists (the gateway's new home aside, until the
-    move that makes it lands)."""
+    under its own parent, and everything drawn exists."""
     from services.runtime.base import errors
 
     found = error_classes()
@@ -322,8 +296,6 @@ def test_the_error_tree_is_drawn_once_and_as_the_code_has_it() -> None:
 
     real: dict[tuple[str, str], tuple[str, str] | None] = {}
     for name, cls in found.items():
-        if name in NOT_YET_SIDEKICK_ERRORS:
-            continue
         parent = next((b for b in cls.__mro__[1:] if b in project), None)
         real[place(cls)] = place(parent) if parent else None
     drawn = drawn_tree(errors.__doc__ or "")
@@ -341,10 +313,9 @@ def test_the_error_tree_is_drawn_once_and_as_the_code_has_it() -> None:
         for (path, name), parent in sorted(real.items())
         if drawn.get((path, name), ()) != parent
     ]
-    pending = not GATEWAY_CORE.exists()
     wrong += [
         f"{path}: {name} is drawn there, the code has no such class"
         for (path, name) in sorted(drawn)
-        if (path, name) not in real and not (pending and path.startswith("gateway/"))
+        if (path, name) not in real
     ]
     assert not wrong, "services/runtime/base/errors.py's tree:\n" + "\n".join(wrong)

@@ -14,7 +14,9 @@ SidekickError                        everything Sidekick raises on purpose
  |    +-- PolicyError                workers/policy.py: the approval policy cannot be used
  |    |                              (where and why); also a ValueError
  |    +-- McpConfigError             workers/tools/mcp_config.py: the MCP servers' file
- |                                   (SIDEKICK_MCP_CONFIG) cannot be used
+ |    |                              (SIDEKICK_MCP_CONFIG) cannot be used
+ |    +-- AuthConfigError            gateway/core/errors.py: the token configuration cannot be
+ |                                   used; also a ValueError
  +-- LLMError                        a model call failed after its retries (and its fallback's)
  |    +-- LLMUnavailable             network error, timeout, 429 or 5xx persisted; or a 4xx
  |    +-- LLMInvalidOutput           the reply failed validation twice (names role, model, mode)
@@ -49,8 +51,6 @@ SidekickError                        everything Sidekick raises on purpose
  |    +-- Busy                       409 busy: `reject`: the session answers another request
  |    +-- RateLimited                429 rate_limited: per-minute limit or concurrency cap
  |    +-- Unavailable                503 unavailable: the bus did not take the message
- +-- AuthConfigError                 gateway/core/auth.py: the token configuration cannot be
- |                                   used; also a ValueError
  +-- RpcError                        gateway/a2a/service.py: an A2A error, its JSON-RPC code
  |
  |  workers/errors.py                the worker kinds that call outside services
