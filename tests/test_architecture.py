@@ -20,7 +20,15 @@ SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 TOOLS = ("evals",)
 # The runtime's sub-packages, lowest first: each imports only lower levels (and not its siblings
 # on its own level). Each one's __init__.py says so in words.
-RUNTIME_LEVELS = {"base": 0, "walls": 1, "llm": 1, "bus": 1, "requests": 2, "hosting": 3}
+RUNTIME_LEVELS = {
+    "base": 0,
+    "walls": 1,
+    "llm": 1,
+    "bus": 1,
+    "requests": 2,
+    "approvals": 3,
+    "hosting": 4,
+}
 
 
 def modules() -> dict[str, Path]:

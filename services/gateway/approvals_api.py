@@ -29,8 +29,8 @@ from services.gateway.api import guarded, parse_body, path_id, respond
 from services.gateway.auth import Auth
 from services.gateway.errors import NotFound, Unavailable
 from services.gateway.intake import Intake
+from services.runtime.approvals.records import Approvals, Parked
 from services.runtime.bus.core import Bus
-from services.runtime.requests.approvals import Approvals, Parked
 
 log = logging.getLogger("sidekick.gateway")
 

@@ -1,145 +1,47 @@
-"""A person's decision on a parked action, from any surface: the decision is recorded on the
-approval by compare-and-set (the first one stands; a second answer, a stale approval id, or a
-principal not among its approvers is refused and changes nothing), then the request moves from
-`awaiting_approval` and the orchestrator is told (`ClarificationAnswered` naming the approval).
-
-Text surfaces (the legacy WebSocket protocol, `sidekick chat`, /v1) answer in words: `yes` or
-`no` and their usual spellings; the workflows API takes the seed's approval words."""
+"""A person's decision on a parked action, from any surface: the deciding logic of
+services/runtime/approvals/deciding.py, its refusals as the gateway's errors (not decidable: a
+conflict; words that say neither yes nor no: invalid; the store or the bus not answering:
+unavailable)."""
 
 from __future__ import annotations
 
-import logging
-import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from contracts import ClarificationAnswered, ClarificationRequested, RequestRecord
-from contracts.approvals import Approval
+from contracts import RequestRecord
 from services.gateway.errors import Conflict, Invalid, Unavailable
-from services.runtime.bus.core import Bus, msg_id
-from services.runtime.requests.approvals import (
-    ApprovalClosed,
-    Approvals,
-    NotAnApprover,
-    Verdict,
-)
-from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
-from services.runtime.requests.sessions import answered, update_session
+from services.runtime.approvals import deciding, questions
+from services.runtime.approvals.deciding import waiting_on
+from services.runtime.approvals.errors import DecisionUnavailable, NotDecidable, UnclearAnswer
+from services.runtime.approvals.questions import HOW, NO, YES, approval_text
+from services.runtime.approvals.records import Verdict
+from services.runtime.bus.core import Bus
+from services.runtime.requests.lifecycle import Tracked
 
-log = logging.getLogger("sidekick.gateway")
+__all__ = ["HOW", "NO", "YES", "approval_text", "decide", "verdict_of", "waiting_on"]
 
-YES = frozenset({"yes", "y", "approve", "approved", "ok", "okay", "send", "send it", "true"})
-NO = frozenset(
-    {
-        "no",
-        "n",
-        "deny",
-        "denied",
-        "decline",
-        "declined",
-        "reject",
-        "rejected",
-        "needs_changes",
-        "needs changes",
-        "don't",
-        "dont",
-        "do not send",
-        "false",
-    }
-)
-HOW = "This request waits for your approval: answer yes to approve it, or no to decline."
+
+@contextmanager
+def _as_gateway_error() -> Iterator[None]:
+    try:
+        yield
+    except NotDecidable as exc:
+        raise Conflict(exc.message) from exc
+    except UnclearAnswer as exc:
+        raise Invalid(exc.message) from exc
+    except DecisionUnavailable as exc:
+        raise Unavailable(exc.message) from exc
 
 
 def verdict_of(text: str) -> Verdict:
     """The decision a person's words say; Invalid when they say neither."""
-    said = re.sub(r"[\s.!]+$", "", text.strip().lower())
-    if said in YES:
-        return "approved"
-    if said in NO:
-        return "denied"
-    raise Invalid(HOW)
-
-
-def waiting_on(record: RequestRecord) -> Approval | None:
-    outcome = record.outcome
-    if isinstance(outcome, ClarificationRequested) and outcome.approval is not None:
-        return outcome.approval
-    return None
+    with _as_gateway_error():
+        return questions.verdict_of(text)
 
 
 async def decide(
     bus: Bus, principal: str, tracked: Tracked, words: str, approval_id: str | None
 ) -> RequestRecord:
     """Record `principal`'s decision (`words`) on the request's open approval and resume it."""
-    record = tracked.value
-    request_id = record.request_id
-    approval = waiting_on(record)
-    if approval is None:
-        raise Conflict(f"Request {request_id} is not waiting for an approval.")
-    if approval_id is not None and approval_id != approval.approval_id:
-        raise Conflict(
-            f"Approval {approval_id} is not the one request {request_id} waits for "
-            f"({approval.approval_id})."
-        )
-    verdict = verdict_of(words)
-    store = Approvals(bus.kv.approvals)
-    try:
-        decided = await store.decide(approval.approval_id, principal, verdict)
-    except NotAnApprover as exc:
-        if approval.approver == "operator":
-            raise Conflict(
-                f"Approval {approval.approval_id} is decided by an operator, not by you."
-            ) from exc
-        raise Conflict(f"You may not decide approval {approval.approval_id}.") from exc
-    except ApprovalClosed as exc:
-        last = exc.current.decisions[-1] if exc.current.decisions else None
-        # The same person's retry of a decision whose request did not move on yet: go on.
-        if last is None or last.by != principal or last.decision != verdict:
-            raise Conflict(f"Not decided again: {exc}.") from exc
-        decided = exc.current
-    except KeyError as exc:
-        raise Conflict(f"Approval {approval.approval_id} is not open.") from exc
-    except Exception as exc:
-        raise Unavailable("The approval store is unavailable; please retry.") from exc
-    parked = tracked.revision
-    try:
-        tracked = await records(bus).move(
-            request_id,
-            "decided",
-            known=tracked,
-            source="awaiting_approval",
-            clarification_questions=[],
-            approvals=[*record.approvals, decided],
-        )
-    except IllegalMove as exc:
-        now = exc.current.value.status if exc.current is not None else "gone"
-        raise Conflict(
-            f"Request {request_id} is not waiting for an approval (it is {now})."
-        ) from exc
-    event = ClarificationAnswered(
-        request_id=request_id,
-        session_id=record.session_id,
-        message=verdict,
-        approval_id=decided.approval_id,
-    )
-    try:
-        await bus.publish(
-            event,
-            bus.subjects.request_answered,
-            dedupe_key=msg_id(request_id, "answered", parked),
-        )
-    except Exception as exc:
-        log.warning("request %s: could not pass on the approval: %r", request_id, exc)
-        raise Unavailable("Sidekick could not pass on the decision; please retry.") from exc
-    said = "Yes, approved." if verdict == "approved" else "No, declined."
-    try:
-        await update_session(
-            bus,
-            record.session_id,
-            lambda rec: answered(rec, request_id, record.text, approval_text(decided), said),
-        )
-    except Exception as exc:  # the decision is on its way; only the history lacks it
-        log.warning("could not add the decision of %s to its session: %r", request_id, exc)
-    return tracked.value
-
-
-def approval_text(approval: Approval) -> str:
-    return f"May Sidekick do {approval.action}? ({approval.reason})"
+    with _as_gateway_error():
+        return await deciding.decide(bus, principal, tracked, words, approval_id)

@@ -26,14 +26,19 @@ from contracts import (
     parse_event,
 )
 from contracts.approvals import Approval
-from services.orchestrator import approvals, authentic, budgeting, loop, prompts
-from services.orchestrator.approving import decided_unpassed, expire, load_decided, open_approval
+from services.orchestrator import authentic, budgeting, loop, prompts
 from services.orchestrator.budgeting import Budgets
 from services.orchestrator.cache import SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
 from services.orchestrator.parking import ParkingLot
 from services.orchestrator.store import Store
 from services.orchestrator.tracing import in_attempt, observe, write_attempt_span
+from services.runtime.approvals.waiting import (
+    decided_unpassed,
+    expire,
+    load_decided,
+    open_approval,
+)
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.base.metrics import CANCELLATIONS, CLARIFICATIONS
 from services.runtime.base.telemetry import current_ids
@@ -168,7 +173,7 @@ class Orchestrator:
             await self._resume(request_id, decided)
 
     async def _resume(self, request_id: str, decided: Approval) -> None:
-        state = await self.store.update(request_id, lambda s: approvals.decided(s, decided))
+        state = await self.store.update(request_id, lambda s: loop.approval_decided(s, decided))
         await self.parking.release(request_id)
         await self._advance(state)
 
