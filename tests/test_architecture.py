@@ -26,6 +26,7 @@ RUNTIME_LEVELS = {
     "llm": 1,
     "bus": 1,
     "requests": 2,
+    "budgets": 2,
     "approvals": 3,
     "hosting": 4,
 }

@@ -27,6 +27,7 @@ from contracts.email import EmailDraft, OutboxEntry
 from services.runtime.approvals.policy import Policy, Ruling
 from services.runtime.approvals.records import Approvals
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
+from services.runtime.budgets.guard import guard, refused
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import outbox
 from services.workers.base import WorkerDeps, result_for, task_prompt
@@ -39,7 +40,6 @@ from services.workers.errors import (
 )
 from services.workers.ledger import Effect, Ledger, effect_key
 from services.workers.settings import WorkerSettings
-from services.workers.spend import guard, refused
 
 SYSTEM = """You are Sidekick's email writer. Draft the email the task asks for: a short subject \
 line and a plain-text body with a greeting and a sign-off. Say what the notes say, in the tone \

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from contracts import Progress, ToolUse, WorkerResult, WorkerTask
 from services.runtime.approvals.policy import Policy
 from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.budgets.asks import reply_limit
 from services.runtime.llm import BudgetGuard, ChatReply
 from services.runtime.llm.prompts import conversation
-from services.runtime.requests.budgets import reply_limit
 from services.runtime.walls.egress import Egress
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.tools.catalog import Clients
