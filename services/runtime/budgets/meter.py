@@ -7,7 +7,9 @@
 
 Entering a step checks the request's own limits with the step's maximum (`ask`) counted in
 advance, then holds the step against the principal's day and the session (holds.py); when it
-does not fit, `OverBudget` carries the `Limit` and nothing is held, so nothing is sent. Inside,
+does not fit, `OverBudget` carries the `Limit` and the step is not to be sent (a one-call step
+holds in neither; a larger one refused by its session keeps the day's hold until its request's
+end drops it). Inside,
 the caller adds what its calls use (`add`, or `follow` a reply filled in as it streams). The
 step is settled as it ends, one way each:
 
@@ -82,7 +84,7 @@ class Metered(Protocol):
 
 
 class OverBudget(SidekickError):
-    """The step's maximum does not fit a limit: it was not held, and is not to be sent."""
+    """The step's maximum does not fit a limit (`limit`): it is not to be sent."""
 
     def __init__(self, limit: Limit) -> None:
         self.limit = limit
