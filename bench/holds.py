@@ -1,5 +1,5 @@
 """Budget holds on one key: how long N concurrent holds of one principal's day take in one
-process (each a compare-and-set of the day's value, in turns: services/runtime/requests/holds.py),
+process (each a compare-and-set of the day's value, in turns: services/runtime/budgets/holds.py),
 and the same holds counted (the request's end drops its hold). Prints the figures.
 
     python -m bench.holds [N ...]      (default: 50 200 1000)
@@ -16,9 +16,10 @@ from pathlib import Path
 import nats
 
 from contracts import Usage
+from services.runtime.budgets.accounts import Days
+from services.runtime.budgets.asks import Ask
+from services.runtime.budgets.holds import hold
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.requests.budgets import Days
-from services.runtime.requests.holds import Ask, hold
 
 
 async def measure(url: str, sizes: list[int]) -> None:

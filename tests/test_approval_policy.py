@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from contracts import utcnow
-from contracts.approvals import Approval, approval_question, digest_of
-from services.gateway.approving import verdict_of
+from contracts.approvals import Approval, digest_of
+from services.gateway.core.approving import verdict_of
 from services.gateway.core.errors import Invalid
-from services.workers.policy import Policy, PolicyError, Ruling
-from services.workers.tools.approvals import shown_arguments
+from services.runtime.approvals.policy import Policy, PolicyError, Ruling
+from services.runtime.approvals.questions import approval_question
+from services.workers.tools.gate import shown_arguments
 from services.workers.tools.hosts import host_of
 
 pytestmark = pytest.mark.fast

@@ -14,8 +14,8 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts.subjects import Subjects
+from services.runtime.approvals.records import Approvals
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.requests.approvals import Approvals
 from tests.support.approvals import answer, approval_env, ask_for_email, script_email, start
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid

@@ -22,7 +22,16 @@ SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 TOOLS = ("evals",)
 # The runtime's sub-packages, lowest first: each imports only lower levels (and not its siblings
 # on its own level). Each one's __init__.py says so in words.
-RUNTIME_LEVELS = {"base": 0, "walls": 1, "llm": 1, "bus": 1, "requests": 2, "hosting": 3}
+RUNTIME_LEVELS = {
+    "base": 0,
+    "walls": 1,
+    "llm": 1,
+    "bus": 1,
+    "requests": 2,
+    "budgets": 2,
+    "approvals": 3,
+    "hosting": 4,
+}
 GATEWAY = ROOT / "services" / "gateway"
 # The gateway's packages: the core every surface shares, and one package per surface.
 GATEWAY_SURFACES = ("ws", "workflows", "openai", "a2a", "agui", "approvals", "page")
@@ -295,7 +304,7 @@ def test_the_error_tree_is_drawn_once_and_as_the_code_has_it() -> None:
         return (path.as_posix(), cls.__name__)
 
     real: dict[tuple[str, str], tuple[str, str] | None] = {}
-    for name, cls in found.items():
+    for cls in found.values():
         parent = next((b for b in cls.__mro__[1:] if b in project), None)
         real[place(cls)] = place(parent) if parent else None
     drawn = drawn_tree(errors.__doc__ or "")

@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 import pytest
 
 from contracts.approvals import PolicyDecision
+from services.runtime.approvals.policy import Policy
 from services.runtime.walls.egress import Egress
-from services.workers.policy import Policy
 from services.workers.tools.browser import Browser
 from services.workers.tools.hosts import NEW_DOMAIN, Hosts
 from services.workers.tools.settings import ToolsSettings

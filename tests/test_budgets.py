@@ -16,8 +16,8 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
+from services.runtime.budgets.accounts import Day, day_key
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.requests.budgets import Day, day_key
 from tests.support.fakes.openai_server import FakeOpenAI, verdict
 from tests.support.gateway_client import AuthClient, api, tokens_env
 from tests.support.harness import System, llm_env

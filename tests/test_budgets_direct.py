@@ -7,7 +7,7 @@ for the last of a day never spend past it; a frontline SIGKILLed while its call 
 restarted, counts the request once and settles its hold.
 
 In the race every fake call reports its prompt as the frontline estimates it (about four
-characters a token, services/runtime/requests/budgets.py) and its reply at its full
+characters a token, services/runtime/budgets/asks.py) and its reply at its full
 `max_tokens`, so each call uses exactly what it held: the case the hold scheme promises to keep
 within the limit (holds.py)."""
 
@@ -24,9 +24,10 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
+from services.runtime.budgets.accounts import Day, session_key
+from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.bus.kvstore import key_for
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.requests.budgets import Day, prompt_estimate, session_key
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient
 from tests.support.harness import Conversation, System

@@ -18,8 +18,10 @@ from nats.js.kv import KeyValue
 
 from contracts import Usage
 from services.runtime.base.settings import Settings
-from services.runtime.requests.budgets import Day, Days, Limit, day_key, session_key
-from services.runtime.requests.holds import Ask, hold, hold_both
+from services.runtime.budgets.accounts import Day, Days, day_key, session_key
+from services.runtime.budgets.asks import Ask
+from services.runtime.budgets.holds import hold, hold_both
+from services.runtime.budgets.limits import Limit
 from tests.support.workers_support import wait_for
 
 LIMITS = (1000, 100.0)

@@ -18,10 +18,10 @@ from nats.js.errors import NoKeysError
 from nats.js.kv import KeyValue
 
 from contracts import Subjects
+from services.runtime.budgets.accounts import Day, Hold, day_key
+from services.runtime.budgets.holds import PARKED
 from services.runtime.bus.kvstore import key_for
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.requests.budgets import Day, Hold, day_key
-from services.runtime.requests.holds import PARKED
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, research_plan
 from tests.support.gateway_client import api, tokens_env, wait_status

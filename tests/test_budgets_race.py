@@ -5,7 +5,7 @@ Every orchestrated fake model call here reports a 1,500-token prompt and a reply
 them would spend 36,000 of a 15,000-token day if each only checked the day before its calls. The
 frontline's routing call reports its prompt as the frontline estimates it, and its full
 `max_tokens`: what it holds; it is counted at the handoff. What holds
-promise (services/runtime/requests/holds.py): each step is sent only once its maximum is held,
+promise (services/runtime/budgets/holds.py): each step is sent only once its maximum is held,
 with the day's spend and every live hold within the limit; so, as no call here uses more than it
 held, the day's count never passes 15,000, each request (and each routing call) is counted
 exactly once, no hold is left when they have ended, and a request refused ends saying it stopped

@@ -13,9 +13,9 @@ from contracts import (
     WorkerResult,
 )
 from contracts.approvals import ApprovalAsk, digest_of
-from services.orchestrator import approvals, loop
+from services.orchestrator import loop
 from services.orchestrator.loop import Dispatch, Evaluate, Finish
-from services.orchestrator.state import MAX_APPROVALS
+from services.runtime.approvals.asking import MAX_APPROVALS
 
 WORKERS = {"GENERAL", "SEARCH"}
 
@@ -232,7 +232,7 @@ def _approve_each(s: loop.LoopState, actions: list[str]) -> loop.LoopState:
             return s
         assert s.approval is not None
         decided = s.approval.model_copy(update={"state": "approved"})
-        s = approvals.decided(s, decided)
+        s = loop.approval_decided(s, decided)
     return s
 
 

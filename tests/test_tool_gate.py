@@ -15,10 +15,10 @@ from pydantic import Field
 
 from contracts import utcnow
 from contracts.approvals import Approval, ApprovalAsk
-from services.runtime.requests.approvals import Approvals, Verdict, approval_id
-from services.workers.policy import Policy
-from services.workers.tools.approvals import ToolGate
+from services.runtime.approvals.policy import Policy
+from services.runtime.approvals.records import Approvals, Verdict, approval_id
 from services.workers.tools.browser import NavigateArgs
+from services.workers.tools.gate import ToolGate
 from services.workers.tools.notify import NotifyArgs
 from services.workers.tools.toolbox import Args, Call, Outcome, RunContext, Tool, ToolBox
 from tests.support.memory import MemoryKV, MemoryStore

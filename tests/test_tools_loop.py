@@ -16,10 +16,10 @@ import pytest
 from contracts import WorkerTask
 from contracts.events import TaskBudget
 from services.runtime.base.settings import LLMConfig, Settings
+from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.bus.core import Bus
 from services.runtime.hosting.host import make_broker
 from services.runtime.llm import LLMClient
-from services.runtime.requests.budgets import prompt_estimate
 from services.workers.base import WorkerDeps
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.worker import SYSTEM, ToolsWorker

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from services.runtime.budgets.quota import Quota, measure
 from services.workers.tools.bwrap import Limits
 from services.workers.tools.files import Files
 from services.workers.tools.python_sandbox import PythonSandbox
-from services.workers.tools.quota import Quota, measure
 from services.workers.tools.sessiondir import SessionFolder
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
 from tests.support.dirs import searchable_dir, searchable_root

@@ -8,10 +8,10 @@ from typing import Any
 from contracts import EvaluationRequested, Usage, Verdict, VerdictIssued
 from services.evaluator import prompts
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
+from services.runtime.budgets.guard import guard, stopped_text
 from services.runtime.bus.core import Bus, answer_key
 from services.runtime.llm import LLMClient
 from services.runtime.llm.prompts import transcript
-from services.runtime.requests.guards import guard
 
 log = logging.getLogger("sidekick.evaluator")
 
@@ -41,7 +41,7 @@ class Evaluator:
             judged = await self.llm.structured(messages, Verdict, budget=check)  # type: ignore[arg-type]
         except BudgetSpent as exc:  # no verdict: the calls made are counted, the limit named
             log.info("no verdict for %s/%d: %s", req.request_id, req.attempt, exc.note)
-            error = f"stopped before its next model call: the request's {exc.note} is spent."
+            error = stopped_text(exc.note)
             await self._answer(req, error=error, usage=exc.usage, budget_stop=exc.note)
         except MODEL_ERRORS as exc:
             log.warning("no verdict for %s/%d: %s", req.request_id, req.attempt, exc)

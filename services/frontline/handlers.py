@@ -1,10 +1,21 @@
-"""Frontline's handler: one model call that streams a direct answer, or routes."""
+"""Frontline's handler: one model call that streams a direct answer, or routes.
+
+The call is one budget step (services/runtime/budgets/meter.py): held before it is made (its
+maximum, against the principal's day and the session), and never made when it does not fit:
+the request then ends `failed` with `budget_exhausted`, naming the limit, as the orchestrator
+ends one with no answer. The step's spend is counted as it ends, before anyone sees the
+request's end, or, routed, before the orchestrator has it (which counts its own steps when the
+request ends). The frontline's call is counted apart from the orchestrator's steps (`PART`), so
+the two never stand for each other; a redelivery finds its hold (granted again, nothing
+written) or its count (counted nothing)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
+from typing import Literal
 
 from contracts import (
     ChatRequested,
@@ -19,15 +30,14 @@ from contracts import (
 )
 from contracts.events import ProgressStage
 from services.frontline import prompts
-from services.frontline.spending import Spending
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.base.metrics import CANCELLATIONS
+from services.runtime.budgets import Budget, Limit, OverBudget
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.llm.prompts import conversation
-from services.runtime.requests.budgets import Limit, cost
 from services.runtime.requests.cancels import Cancellations
 from services.runtime.requests.failures import failure_code
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
@@ -38,6 +48,8 @@ from services.runtime.requests.streaming import ChunkStream
 log = logging.getLogger("sidekick.frontline")
 
 PLANNED = "a workflow: the research pipeline plans it"
+PART = "frontline"  # the frontline's call is held and counted apart from the orchestrator's
+Ended = Literal["answered", "cancelled"]
 
 
 class Frontline:
@@ -45,7 +57,7 @@ class Frontline:
         self.bus = bus
         self.llm = llm
         self.cancels = cancels
-        self.spending = Spending(bus)
+        self.budget = Budget.of(bus)
 
     async def handle(self, req: ChatRequested) -> None:
         tracked = await records(self.bus).load(req.request_id)
@@ -70,32 +82,23 @@ class Frontline:
         def build(how: Convention) -> Messages:
             return conversation(prompts.system(how), history, req.message)
 
-        refused = await self.spending.hold(req, self.spending.ask(build))
-        if refused is not None:  # the call would pass a limit: never made
-            await self._over_budget(req, refused)
+        ask = self.budget.asks.answer_or_route(build, prompts.ROUTE)
+        try:  # held first: never made past a limit; counted as the step ends, before the end
+            async with self.budget.step(req, ask, part=PART) as meter:
+                meter.follow(reply)
+                ended = await self._call(req, build, reply, answer)
+        except OverBudget as exc:
+            await self._over_budget(req, exc.limit)
             return
-        # One model call: it streams the answer (tokens go to the client as they come) or
-        # calls `route` instead; the first tokens tell which.
-        try:
-            async with contextlib.aclosing(
-                self.llm.answer_or_call(build, prompts.ROUTE, reply)
-            ) as deltas:
-                async for delta in deltas:
-                    if self.cancels.is_set(req.request_id):
-                        # Leaving the loop closes the stream: the model call is aborted.
-                        CANCELLATIONS.labels("frontline").inc()
-                        await self.spending.count(req, reply.usage)
-                        await answer.settle()
-                        await self._cancelled(req)
-                        return
-                    await answer.text(delta)
-        except MODEL_ERRORS as exc:
-            await self.spending.count(req, reply.usage)
+        if ended == "cancelled":
+            CANCELLATIONS.labels("frontline").inc()
             await answer.settle()
-            await self._fail(req, exc)
+            await self._cancelled(req)
             return
-        # Counted before anyone sees the end, or, routed, before the orchestrator has it.
-        await self.spending.count(req, reply.usage)
+        if isinstance(ended, Exception):  # the model failed
+            await answer.settle()
+            await self._fail(req, ended)
+            return
         if reply.called is not None:
             await answer.settle()
             await self._route(req, history, reply.called, reply.usage)
@@ -110,10 +113,31 @@ class Frontline:
             output=reply.text,
             route="direct",
             usage=reply.usage,
-            cost_usd=cost(reply.usage, self.spending.table),
+            cost_usd=self.budget.cost(reply.usage),
             usage_estimated=reply.usage.counted_calls > 0,
         )
         await finish(self.bus, done, known=tracked_now, session=session)
+
+    async def _call(
+        self,
+        req: ChatRequested,
+        build: Callable[[Convention], Messages],
+        reply: ChoiceResult,
+        answer: _Answer,
+    ) -> Ended | Exception:
+        """One model call: it streams the answer (tokens go to the client as they come) or
+        calls `route` instead; the first tokens tell which. How it ended, or the model's error."""
+        try:
+            async with contextlib.aclosing(
+                self.llm.answer_or_call(build, prompts.ROUTE, reply)
+            ) as deltas:
+                async for delta in deltas:
+                    if self.cancels.is_set(req.request_id):
+                        return "cancelled"  # leaving the loop closes the stream: call aborted
+                    await answer.text(delta)
+        except MODEL_ERRORS as exc:
+            return exc
+        return "answered"
 
     async def _route(
         self, req: ChatRequested, history: list[Turn], reason: str, usage: Usage | None = None
@@ -164,7 +188,7 @@ class Frontline:
         await finish(self.bus, failed)
 
     async def exhausted(self, req: ChatRequested, exc: BaseException) -> None:
-        await self.spending.count(req, Usage())  # its hold, if it took one, is dropped
+        await self.budget.close(req, part=PART)  # its hold, if it took one, is dropped
         failed = RequestFailed(
             request_id=req.request_id,
             session_id=req.session_id,

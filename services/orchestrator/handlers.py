@@ -1,47 +1,47 @@
 """Orchestrator handlers: fold each event into the attempt loop's state (compare-and-set in KV,
 from the copy this process last wrote: store.py), move the request's record along its lifecycle,
-then publish what the loop's state says comes next. Each step of `_advance` moves the record
-first: when the lifecycle refuses (the request was cancelled or ended elsewhere meanwhile)
-nothing is published. A request's state is first written with its decision (one write for the
-decision and the first attempt's dispatch)."""
+then publish what the loop's state says comes next (steps.py). A request's state is first
+written with its decision (one write for the decision and the first attempt's dispatch).
+
+The decision is the request's first budget step (services/runtime/budgets/meter.py): held
+before it is sent, never sent past a limit, and each of its HTTP calls (its repair too) checked
+against the request's limits before it is made."""
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 from contracts import (
     CancelRequested,
     ClarificationAnswered,
-    Progress,
+    OrchestratorDecision,
     RequestCancelled,
-    RequestCompleted,
     RequestFailed,
     RequestRouted,
-    RequestState,
     Usage,
     VerdictIssued,
     WorkerResult,
     parse_event,
 )
 from contracts.approvals import Approval
-from services.orchestrator import approvals, authentic, budgeting, loop, prompts
-from services.orchestrator.approving import decided_unpassed, expire, load_decided, open_approval
-from services.orchestrator.budgeting import Budgets
+from services.orchestrator import authentic, loop, prompts
 from services.orchestrator.cache import SemanticCache
-from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState
+from services.orchestrator.loop import LoopState
 from services.orchestrator.parking import ParkingLot
+from services.orchestrator.steps import Steps
 from services.orchestrator.store import Store
-from services.orchestrator.tracing import in_attempt, observe, write_attempt_span
+from services.orchestrator.tracing import write_attempt_span
+from services.runtime.approvals.waiting import decided_unpassed, expire, load_decided
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
-from services.runtime.base.metrics import CANCELLATIONS, CLARIFICATIONS
+from services.runtime.base.metrics import CANCELLATIONS
 from services.runtime.base.telemetry import current_ids
+from services.runtime.budgets import Budget, OverBudget
 from services.runtime.bus.core import Bus, redelivered
 from services.runtime.llm import LLMClient
 from services.runtime.requests import cancels
 from services.runtime.requests.failures import failure_code
-from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.lifecycle import IllegalMove, records
 from services.runtime.requests.outcomes import finish
 
 log = logging.getLogger("sidekick.orchestrator")
@@ -62,7 +62,8 @@ class Orchestrator:
         self.cache = cache
         self.parking = parking
         self.store = Store(bus)
-        self.budgets = Budgets(bus)
+        self.budget = Budget.of(bus)
+        self.steps = Steps(bus, self.store, cache, parking, self.budget)
 
     # --- events in -------------------------------------------------------------------------
 
@@ -75,7 +76,9 @@ class Orchestrator:
         state = state or start
         try:
             if tracked.value.state in ("accepted", "direct"):
-                tracked = await self._move(req.request_id, "routed", tracked, detail=req.reason)
+                tracked = await self.steps.move(
+                    req.request_id, "routed", tracked, detail=req.reason
+                )
             if state.status == "deciding":
                 hit = await self.cache.lookup(
                     req.request_id, req.message, principal=req.principal, skip=req.skip_cache
@@ -87,7 +90,7 @@ class Orchestrator:
         except IllegalMove as exc:
             log.info("request %s moved on elsewhere: %s", req.request_id, exc)
             return
-        await self._advance(state, tracked)
+        await self.steps.advance(state, tracked)
 
     async def on_result(self, result: WorkerResult) -> None:
         no: list[str] = []  # why it was refused, if it was
@@ -106,7 +109,7 @@ class Orchestrator:
             return
         if state.status != "evaluating":  # the attempt ended without a verdict
             write_attempt_span(state, result.attempt)
-        await self._advance(state)
+        await self.steps.advance(state)
 
     async def on_verdict(self, event: VerdictIssued) -> None:
         no: list[str] = []
@@ -118,7 +121,7 @@ class Orchestrator:
             return
         write_attempt_span(state, event.attempt)
         if event.verdict is not None:
-            await self._progress(
+            await self.steps.progress(
                 state,
                 "evaluated",
                 event.verdict.feedback,
@@ -128,7 +131,7 @@ class Orchestrator:
                 feedback=event.verdict.feedback,
                 suggestions=list(event.verdict.suggestions),
             )
-        await self._advance(state)
+        await self.steps.advance(state)
 
     async def on_answered(self, event: ClarificationAnswered) -> None:
         if event.approval_id is not None:
@@ -138,7 +141,7 @@ class Orchestrator:
             return
         state = await self.store.update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
-        await self._advance(state)
+        await self.steps.advance(state)
 
     async def on_cancel(self, event: CancelRequested) -> None:
         CANCELLATIONS.labels("orchestrator").inc()
@@ -158,7 +161,7 @@ class Orchestrator:
             await finish(self.bus, cancelled, known=tracked)
             return
         state = await self.store.update(event.request_id, lambda s: loop.cancelled(s, event.reason))
-        await self._advance(state)
+        await self.steps.advance(state)
 
     async def on_parked_waiting(self, request_id: str, approval_id: str) -> None:
         """A request parked on an approval: resume it if the decision was recorded but never
@@ -168,9 +171,9 @@ class Orchestrator:
             await self._resume(request_id, decided)
 
     async def _resume(self, request_id: str, decided: Approval) -> None:
-        state = await self.store.update(request_id, lambda s: approvals.decided(s, decided))
+        state = await self.store.update(request_id, lambda s: loop.approval_decided(s, decided))
         await self.parking.release(request_id)
-        await self._advance(state)
+        await self.steps.advance(state)
 
     async def on_parked_timeout(self, request_id: str) -> None:
         waiting = await self.store.load(request_id)
@@ -192,7 +195,7 @@ class Orchestrator:
                 else s
             ),
         )
-        await self._advance(state)
+        await self.steps.advance(state)
 
     async def on_dead_letter_advisory(self, data: bytes) -> None:
         """A message ran out of deliveries without its handler finishing (e.g. the process was
@@ -230,11 +233,23 @@ class Orchestrator:
             choice, usage = loop.planned_decision(req), Usage()
         else:
             asked = prompts.decision_messages(req, self.workers)
+            ask = self.budget.asks.decision(req, asked)
             try:  # its step held and each of its calls (a repair too) checked: never one more
-                decision = await self.budgets.decide(self.llm, req, asked)
-            except BudgetSpent as exc:
-                stop = budgeting.stopped(exc)
-                return await self.store.update(req.request_id, stop, start=start)
+                async with self.budget.step(req, ask) as meter:
+                    meter.hand_on()  # the request goes on: its end counts the decision too
+                    decision = await self.llm.structured(
+                        asked, OrchestratorDecision, budget=meter.guard()
+                    )
+            except OverBudget as exc:  # the decision's call would pass a limit: never made
+                note, used = exc.limit.note(), Usage()
+                return await self.store.update(
+                    req.request_id, lambda s: loop.stopped(s, used, note), start=start
+                )
+            except BudgetSpent as exc:  # a call of it would have: the calls made counted
+                note, used = exc.note, exc.usage
+                return await self.store.update(
+                    req.request_id, lambda s: loop.stopped(s, used, note), start=start
+                )
             except MODEL_ERRORS as exc:
                 code, error = failure_code(exc), str(exc)
                 return await self.store.update(
@@ -247,7 +262,7 @@ class Orchestrator:
         )
         if state.decision is not None:
             d = state.decision
-            await self._progress(state, "decided", f"{d.worker_type}: {d.task_description}")
+            await self.steps.progress(state, "decided", f"{d.worker_type}: {d.task_description}")
         return state
 
     async def _give_up(self, request_id: str, exc: BaseException, session_id: str) -> None:
@@ -266,127 +281,4 @@ class Orchestrator:
         state = await self.store.update(
             request_id, lambda s: loop.failed(s, "delivery_exhausted", error)
         )
-        await self._advance(state)
-
-    async def _move(
-        self, request_id: str, target: RequestState, known: Tracked | None, **changes: Any
-    ) -> Tracked:
-        """Move the request's record, from the copy this process last wrote when it has one."""
-        known = known or self.store.record(request_id)
-        return self.store.moved(
-            await records(self.bus).move(request_id, target, known=known, **changes)
-        )
-
-    async def _advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
-        """Publish what the loop's state says comes next, moving the request's record first
-        (unless a budget has run out: then the request ends, saying which)."""
-        state = await self.budgets.stop_if_over(self.store, state)
-        try:
-            for message in loop.next_messages(state):
-                if isinstance(message, Dispatch):
-                    await self._dispatch(state, message, tracked)
-                elif isinstance(message, Evaluate):
-                    await self._evaluate(state, message, tracked)
-                elif isinstance(message, Finish):
-                    await self._finish(state, message, tracked)
-        except IllegalMove as exc:
-            log.info("request %s moved on elsewhere: %s", state.request.request_id, exc)
-
-    async def _dispatch(self, state: LoopState, message: Dispatch, tracked: Tracked | None) -> None:
-        task = message.task.model_copy(update={"budget": self.budgets.left(state)})
-        detail = f"attempt {task.attempt} with {task.worker_type}"
-        await self._move(
-            task.request_id,
-            "working",
-            tracked,
-            worker_type=task.worker_type,
-            attempt=task.attempt,
-            detail=detail,
-            clarification_questions=[],
-            approvals=state.approvals,
-        )
-        await self._progress(state, "attempt_started", detail, attempt=task.attempt)
-        with in_attempt(state, task.attempt):
-            await self.bus.publish(
-                task,
-                self.bus.subjects.worker_run(task.worker_type),
-                dedupe_key=authentic.key(state, "task", task.attempt),
-            )
-
-    async def _evaluate(self, state: LoopState, message: Evaluate, tracked: Tracked | None) -> None:
-        ev = message.request.model_copy(update={"budget": self.budgets.left(state)})
-        await self._move(
-            ev.request_id, "evaluating", tracked, detail=f"judging attempt {ev.attempt}"
-        )
-        # The attempt's work is done and judging begins (AG-UI's "evaluating attempt n" step).
-        await self._progress(
-            state, "attempt_finished", f"judging attempt {ev.attempt}", attempt=ev.attempt
-        )
-        with in_attempt(state, ev.attempt):
-            await self.bus.publish(
-                ev,
-                self.bus.subjects.evaluator_run,
-                dedupe_key=authentic.key(state, "evaluate", ev.attempt),
-            )
-
-    async def _finish(self, state: LoopState, message: Finish, tracked: Tracked | None) -> None:
-        event = message.event
-        if event.kind == "request.clarification" and event.approval is not None:
-            await open_approval(self.bus, event.approval)
-            await self.parking.park(
-                event.request_id, self.bus.settings.approval_timeout, event.approval.approval_id
-            )
-        elif event.kind == "request.clarification":
-            CLARIFICATIONS.labels(event.source).inc()
-            await self.parking.park(event.request_id, self.bus.settings.clarification_timeout)
-        elif event.kind == "request.completed":
-            observe(state)
-        elif event.kind == "request.cancelled":
-            await self.parking.release(event.request_id)
-        if (
-            isinstance(event, RequestCompleted)
-            and event.status == "completed"
-            and not state.clarifications
-            and event.worker_type is not None
-        ):
-            tracked = (
-                tracked
-                or self.store.record(event.request_id)
-                or await records(self.bus).load(event.request_id)
-            )
-            if tracked is not None and not tracked.value.ended:
-                # Stored before the answer is published, so a repeat sent on seeing the answer
-                # finds it.
-                await self.cache.store(
-                    event.request_id,
-                    state.request.message,
-                    event.output,
-                    event.worker_type,
-                    list(event.sources),
-                    principal=state.request.principal,
-                )
-        # Counted before anyone sees the end; a parked request's hold released to its spend.
-        event = await self.budgets.settle(state, event)
-        await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
-        self.store.records.pop(event.request_id)
-
-    async def _progress(
-        self,
-        state: LoopState,
-        stage: str,
-        detail: str,
-        **fields: object,
-    ) -> None:
-        req = state.request
-        worker = state.decision.worker_type if state.decision else None
-        event = Progress.model_validate(
-            {
-                "request_id": req.request_id,
-                "session_id": req.session_id,
-                "stage": stage,
-                "detail": detail,
-                "worker_type": worker,
-                **fields,
-            }
-        )
-        await self.bus.emit(event, self.bus.subjects.progress(req.request_id))
+        await self.steps.advance(state)

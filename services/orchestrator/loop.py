@@ -20,7 +20,7 @@ from contracts import (
     VerdictIssued,
     WorkerResult,
 )
-from services.orchestrator import approvals
+from contracts.approvals import Approval, ApprovalAsk
 from services.orchestrator.projection import (
     Dispatch,
     Evaluate,
@@ -37,6 +37,7 @@ from services.orchestrator.state import (
     LoopState,
     Status,
 )
+from services.runtime.approvals import asking
 
 __all__ = [
     "Attempt",
@@ -139,7 +140,7 @@ def on_result(
     if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
         return _park(state, result.clarification_questions)
     if result.approval is not None:
-        return approvals.park(state, result.approval, cur.n, approval_ttl, operators)
+        return approval_asked(state, result.approval, cur.n, approval_ttl, operators)
     if result.budget_stop is not None:  # the worker stopped itself before a call past it
         return out_of_budget(state, f"Note: this request stopped at its {result.budget_stop}.")
     if not result.success:
@@ -181,6 +182,38 @@ def on_verdict(state: LoopState, event: VerdictIssued) -> LoopState:
     if cur.n < state.max_attempts:
         return _next_attempt(state)
     return _finish_partial(state)
+
+
+def approval_asked(
+    state: LoopState, ask: ApprovalAsk, attempt: int, ttl: float, operators: tuple[str, ...] = ()
+) -> LoopState:
+    """Park the request on the approval `ask` opens (or fail it, when it may ask no more)."""
+    req = state.request
+    error = asking.refusal(state.approvals, ask)
+    if error is not None:
+        failure = RequestFailed(
+            request_id=req.request_id, session_id=req.session_id, code="worker_failed", error=error
+        )
+        return state.model_copy(update={"status": "failed", "failure": failure})
+    approval = asking.opened(req, ask, attempt, ttl, operators)
+    return state.model_copy(update={"status": "awaiting_approval", "approval": approval})
+
+
+def approval_decided(state: LoopState, approval: Approval) -> LoopState:
+    """Resume with the decided approval: the next attempt's worker acts on it (sends the
+    approved arguments, or reports the decline). Anything else is stale and ignored."""
+    if state.status != "awaiting_approval" or not asking.answers(state.approval, approval):
+        return state
+    n = len(state.attempts) + 1
+    return state.model_copy(
+        update={
+            "status": "working",
+            "approval": None,
+            "approvals": [*state.approvals, approval],
+            "attempts": [*state.attempts, Attempt(n=n, approval_id=approval.approval_id)],
+            "max_attempts": state.max_attempts + 1,
+        }
+    )
 
 
 def _park(state: LoopState, questions: list[str]) -> LoopState:
@@ -243,6 +276,12 @@ def _next_attempt(state: LoopState) -> LoopState:
 
 def _finish_partial(state: LoopState) -> LoopState:
     return state.model_copy(update={"status": "partial"})
+
+
+def stopped(state: LoopState, usage: Usage, note: str) -> LoopState:
+    """The update that ends a request whose decision the budget stopped: the usage of the calls
+    made counted, the note naming the limit."""
+    return out_of_budget(state.model_copy(update={"usage": state.usage + usage}), note)
 
 
 def out_of_budget(state: LoopState, note: str) -> LoopState:

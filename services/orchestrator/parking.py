@@ -2,7 +2,7 @@
 swept periodically by every orchestrator replica (the state transition is idempotent).
 
 A request parked on an approval keeps the approval's id beside its deadline (`Parked` in
-services/runtime/requests/approvals.py), so the sweep can also resume one whose approval was
+services/runtime/approvals/records.py), so the sweep can also resume one whose approval was
 decided but whose request never moved on (the gateway stopped between recording the decision
 and passing it on), and the gateway can list the approvals waiting now without reading the
 whole `approvals` bucket."""
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 import nats.js.errors
 from nats.js.kv import KeyValue
 
-from services.runtime.requests.approvals import Parked
+from services.runtime.approvals.records import Parked
 
 log = logging.getLogger("sidekick.parking")
 

@@ -18,9 +18,9 @@ from contracts import (
     Verdict,
     WorkerTask,
 )
-from contracts.approvals import approval_question
 from services.orchestrator import authentic
 from services.orchestrator.state import Attempt, LoopState
+from services.runtime.approvals.questions import approval_question
 
 
 @dataclass(frozen=True)

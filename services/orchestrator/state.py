@@ -29,10 +29,6 @@ Status = Literal[
     "awaiting_approval",
     TerminalState,
 ]
-# Approvals one request may ask for: of one action (a model that changes what it asks after
-# each decision is stopped), and in all (several tools, or browser domains, each asking).
-MAX_APPROVAL_ROUNDS = 3
-MAX_APPROVALS = 8
 MAX_CLARIFICATION_ROUNDS = 2
 # Kinds whose success is a side effect in the world (a sent email): judging it afterwards could
 # only lead to a second send, so a successful result ends the request.

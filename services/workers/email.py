@@ -4,10 +4,11 @@ notes), sent with SendGrid, or, with no key, kept in the local outbox marked NOT
 At most once per (request, attempt): the send is claimed in the idempotency ledger first and its
 outcome recorded after, so a task delivered twice sends once. This worker fetches nothing.
 
-A real send first asks the operator's approval policy (services/workers/policy.py). When it asks,
-the worker returns the email exactly as it would send it (with its digest) and sends nothing; the
-attempt after a person's decision sends only a draft whose digest is the approved one, claimed in
-the ledger under the approval's id (once per approval), or reports the decline.
+A real send first asks the operator's approval policy (services/runtime/approvals/policy.py).
+When it asks, the worker returns the email exactly as it would send it (with its digest) and
+sends nothing; the attempt after a person's decision sends only a draft whose digest is the
+approved one, claimed in the ledger under the approval's id (once per approval), or reports the
+decline.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from sendgrid.helpers.mail import Mail
 from contracts import Usage, WorkerResult, WorkerTask
 from contracts.approvals import Approval, ApprovalAsk, digest_of
 from contracts.email import EmailDraft, OutboxEntry
+from services.runtime.approvals.policy import Policy, Ruling
+from services.runtime.approvals.records import Approvals
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
+from services.runtime.budgets.guard import guard, refused
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import outbox
-from services.runtime.requests.approvals import Approvals
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.errors import (
     EmailError,
@@ -36,9 +39,7 @@ from services.workers.errors import (
     InvalidRecipient,
 )
 from services.workers.ledger import Effect, Ledger, effect_key
-from services.workers.policy import Policy, Ruling
 from services.workers.settings import WorkerSettings
-from services.workers.spend import guard, refused
 
 SYSTEM = """You are Sidekick's email writer. Draft the email the task asks for: a short subject \
 line and a plain-text body with a greeting and a sign-off. Say what the notes say, in the tone \

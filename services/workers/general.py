@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from contracts import Usage, WorkerResult, WorkerTask
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
+from services.runtime.budgets.guard import guard, refused
 from services.runtime.llm.prompts import conversation
 from services.workers.base import WorkerDeps, result_for, task_prompt
-from services.workers.spend import guard, refused
 
 SYSTEM = """You are one of Sidekick's workers. Do the task you are given thoroughly and \
 accurately, and make the answer meet the success criteria. Answer in markdown."""

@@ -19,6 +19,7 @@ import httpx
 from contracts import Source, Usage, WorkerResult, WorkerTask, WorkflowStatus
 from contracts.research import ResearchPlan, ResearchSynthesis
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
+from services.runtime.budgets.guard import guard
 from services.runtime.llm.prompts import conversation
 from services.runtime.walls.egress import Egress
 from services.workers import freshness
@@ -28,7 +29,6 @@ from services.workers.errors import SearchError, SearchNotConfigured
 from services.workers.search import brave_from, query_of, search_once
 from services.workers.settings import WorkerSettings
 from services.workers.sources import as_data, source_list
-from services.workers.spend import guard
 
 log = logging.getLogger("sidekick.workers.research")
 

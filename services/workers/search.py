@@ -8,13 +8,13 @@ import httpx
 
 from contracts import Source, Usage, WorkerResult, WorkerTask
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
+from services.runtime.budgets.guard import guard, refused
 from services.runtime.llm.prompts import conversation
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.brave import BraveClient, is_news_query
 from services.workers.errors import SearchError
 from services.workers.settings import WorkerSettings
 from services.workers.sources import as_data, source_list
-from services.workers.spend import guard, refused
 
 SYSTEM = """You are Sidekick's search worker. Answer the task using only the numbered search \
 results the user message gives you, and cite them inline as [1], [2], ... after the claims they \

@@ -29,7 +29,7 @@ class BraveSettings(BaseSettings):
 
 
 class ApprovalSettings(BaseSettings):
-    """The operator's approval policy (services/workers/policy.py): the EMAIL and TOOLS
+    """The operator's approval policy (services/runtime/approvals/policy.py): the EMAIL and TOOLS
     workers' (read with the `SIDEKICK_` prefix of the class that mixes it in)."""
 
     approval_policy: str | None = Field(

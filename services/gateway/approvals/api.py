@@ -28,8 +28,8 @@ from services.gateway.core.auth import Auth
 from services.gateway.core.errors import NotFound, Unavailable
 from services.gateway.core.http import guarded, parse_body, path_id, respond
 from services.gateway.core.intake import Intake
+from services.runtime.approvals.records import Approvals, Parked
 from services.runtime.bus.core import Bus
-from services.runtime.requests.approvals import Approvals, Parked
 
 log = logging.getLogger("sidekick.gateway")
 

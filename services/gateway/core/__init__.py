@@ -7,5 +7,7 @@ that each surface renders in its own shape; `answers.py` resumes a request parke
 Then: `outbound.py` (client-bound events from the bus) and `hub.py` (to the sockets and callers
 waiting for them), `feed.py` (a request's stored events, to re-attach to), `deliveries.py`,
 `catchup.py`, `limits.py`, `auth.py`, `origins.py`, `http.py` (the HTTP plumbing),
-`outcomes.py` (how a question or an end reads on any surface), `preferences.py` and `errors.py`.
+`outcomes.py` (how a question or an end reads on any surface), `preferences.py`, `errors.py`,
+`spend.py` (a spent day or session refused, from services/runtime/budgets/) and `approving.py`
+(a person's decision, from services/runtime/approvals/).
 The core imports no surface (tests/test_architecture.py)."""

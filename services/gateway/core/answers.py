@@ -2,7 +2,7 @@
 by moving the request's record from `awaiting_clarification` by compare-and-set (every other
 one gets Conflict); only the answer that won counts against the limits; the orchestrator is
 told (`ClarificationAnswered`), and the session's history gets the questions and the answer.
-A decision on an approval goes through `services/gateway/approving.py` instead."""
+A decision on an approval goes through `services/gateway/core/approving.py` instead."""
 
 from __future__ import annotations
 

@@ -26,8 +26,7 @@ from contracts import (
     Outcome,
     RequestRecord,
 )
-from services.gateway import approving
-from services.gateway.core import answers
+from services.gateway.core import answers, approving
 from services.gateway.core.deliveries import Deliveries
 from services.gateway.core.errors import (
     Busy,
@@ -50,7 +49,7 @@ from services.gateway.core.said import (
     Waiting,
     Words,
 )
-from services.gateway.spend import refuse_if_spent
+from services.gateway.core.spend import refuse_if_spent
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import key_for
@@ -330,7 +329,7 @@ class Intake:
         self, principal: str, tracked: Tracked, words: str, approval_id: str | None
     ) -> RequestRecord:
         """`principal`'s decision (in words) on the approval the request waits for, which
-        resumes it (services/gateway/approving.py)."""
+        resumes it (services/gateway/core/approving.py)."""
         record = await approving.decide(self.bus, principal, tracked, words, approval_id)
         # Counted as in flight again, for its own principal, until its end arrives (a
         # decision is never undone for the per-minute limit: it was taken).

@@ -8,7 +8,7 @@ from typing import Any
 
 from contracts import RequestCompleted, RequestRecord, Turn
 from contracts.http import ChatTurn, FinalOutput, WorkflowState, WorkflowView
-from services.gateway.approving import waiting_on
+from services.gateway.core.approving import waiting_on
 from services.gateway.core.intake import unscoped
 from services.runtime.requests.lifecycle import PARKED
 from services.runtime.requests.sessions import asked_text

@@ -11,7 +11,7 @@ SidekickError                        everything Sidekick raises on purpose
  |  runtime/base/errors.py
  +-- ConfigurationError              a setting is missing or wrong; names what to set
  |    +-- LLMNotConfigured           no endpoint for a role; the message says what to set
- |    +-- PolicyError                workers/policy.py: the approval policy cannot be used
+ |    +-- PolicyError                runtime/approvals/policy.py: the approval policy cannot be used
  |    |                              (where and why); also a ValueError
  |    +-- McpConfigError             workers/tools/mcp_config.py: the MCP servers' file
  |    |                              (SIDEKICK_MCP_CONFIG) cannot be used
@@ -37,9 +37,19 @@ SidekickError                        everything Sidekick raises on purpose
  |  runtime/requests/
  +-- IllegalMove                     lifecycle.py: the table does not allow this move
  +-- Busy                            lanes.py: `reject`: the session answers another request
- +-- ApprovalRefused                 approvals.py: a decision that was not written
+ |
+ |  runtime/approvals/errors.py
+ +-- ApprovalRefused                 the store wrote nothing (records.py); `.current` is it
  |    +-- ApprovalClosed             already decided (or expired); `.current` says how
  |    +-- NotAnApprover              the deciding principal is not among its approvers
+ +-- DecisionRefused                 a person's decision was not taken (deciding.py)
+ |    +-- NotDecidable               none waits, another does, not theirs, or decided already
+ |    +-- UnclearAnswer              the words say neither yes nor no
+ |    +-- DecisionUnavailable        the store or the bus did not answer; a retry may
+ |
+ |  runtime/budgets/
+ +-- OverBudget                      meter.py: the step does not fit; carries the `Limit`
+ +-- AccountsUnavailable             admission.py: the `budgets` bucket could not be read
  |
  |  gateway/core/errors.py           what the gateway refuses: code, message, http_status
  +-- GatewayError                    a refusal; an error frame, or an HTTP status and body

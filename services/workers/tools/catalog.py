@@ -15,6 +15,7 @@ import httpx
 from nats.js.kv import KeyValue
 from pydantic import Field
 
+from services.runtime.budgets.quota import MiB, Quota
 from services.runtime.walls.egress import Egress
 from services.workers.tools import reachable
 from services.workers.tools.browser import Browser
@@ -22,7 +23,6 @@ from services.workers.tools.bwrap import Limits
 from services.workers.tools.files import Files
 from services.workers.tools.notify import Notifier
 from services.workers.tools.python_sandbox import PythonSandbox
-from services.workers.tools.quota import MiB, Quota
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import Args, Call, Tool, tool, tools_of
 from services.workers.tools.websearch import WebSearch

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pydantic import Field
 
+from services.runtime.budgets.quota import Quota, growth_refusal
 from services.workers.tools.errors import PathRefused, ToolError
-from services.workers.tools.quota import Quota, refuse_growth
 from services.workers.tools.sessiondir import SessionFolder
 from services.workers.tools.toolbox import Args, Call, Toolset, tool
 
@@ -49,7 +49,11 @@ class FileSandbox:
         # Counted as if every part of the path were new and nothing were replaced: near the
         # quota a write may be refused that would have fit, never the other way round.
         parts = self.folder.parts(path)
-        refuse_growth(self.folder.root, self.quota, len(data), new_entries=max(len(parts), 1))
+        full = growth_refusal(
+            self.folder.root, self.quota, len(data), new_entries=max(len(parts), 1)
+        )
+        if full is not None:
+            raise ToolError(full)
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
         fd, parts = self.folder.open(path, flags, create_dirs=True)
         with os.fdopen(fd, "wb") as f:

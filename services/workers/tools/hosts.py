@@ -1,5 +1,5 @@
 """The hosts the browser opened in one run, and the operator's ruling on opening another
-(`browser.new_domain`): shared by the approval gate (tools/approvals.py), which rules on
+(`browser.new_domain`): shared by the approval gate (tools/gate.py), which rules on
 `browser_navigate`, and the browser (tools/navgate.py), which rules on every other way a page
 can leave for another host (a link, a form, a script, an HTTP redirect, a pop-up window).
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from services.workers.policy import Ruling
+from services.runtime.approvals.policy import Ruling
 
 NEW_DOMAIN = "browser.new_domain"
 # A run without an approval gate (the browser's own tests, tools used outside the worker).

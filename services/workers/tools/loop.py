@@ -28,11 +28,11 @@ from contracts import Usage
 from contracts.approvals import ApprovalAsk
 from contracts.events import TaskBudget
 from services.runtime.base.errors import BudgetSpent
+from services.runtime.budgets.asks import prompt_estimate
+from services.runtime.budgets.guard import guard as budget_guard
+from services.runtime.budgets.guard import over as _over
+from services.runtime.budgets.guard import tools_over
 from services.runtime.llm import BudgetGuard, ChatReply
-from services.runtime.requests.budgets import prompt_estimate
-from services.workers.spend import guard as budget_guard
-from services.workers.spend import over as _over
-from services.workers.spend import tools_over
 from services.workers.tools.toolbox import Call, Outcome, RunContext, ToolBox
 
 ANSWER_NOW = "Answer the user now with what you have; no more tools can run."
@@ -41,7 +41,7 @@ ChatFn = Callable[
     [list[ChatCompletionMessageParam], list[dict[str, Any]], BudgetGuard | None],
     Awaitable[ChatReply],
 ]
-# Runs one call in the toolbox's place (the approval gate, tools/approvals.py): its outcome,
+# Runs one call in the toolbox's place (the approval gate, tools/gate.py): its outcome,
 # or an ApprovalAsk when it may not run without a person's approval (then the loop stops).
 Guard = Callable[[ToolBox, str, str, Call], Awaitable[Outcome | ApprovalAsk]]
 # Told of each call after it ran: (call id, tool, arguments as JSON text, result, ok).

@@ -15,7 +15,8 @@ Each run is a fresh `bwrap` container:
 - resource limits set before `bwrap` execs (CPU seconds, address space, file size, open files,
   processes), and a wall-clock limit that kills the whole PID namespace;
 - as root, the run's uid is the session's own (root is exempt from the process limit);
-- the session folder's quota (quota.py): a run that grows the folder past it is killed.
+- the session folder's quota (services/runtime/budgets/quota.py): a run that grows the folder
+  past it is killed.
 
 Where bubblewrap is missing or the kernel refuses it namespaces, `python_run` is disabled and
 says why (`sandbox_status()`, also logged at start-up); it never runs code another way.
@@ -32,6 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.runtime.budgets.quota import POLL, FolderUsage, Quota, measure
 from services.workers.tools.bwrap import (
     Limits,
     before_exec,
@@ -41,7 +43,6 @@ from services.workers.tools.bwrap import (
     why_stopped,
 )
 from services.workers.tools.errors import ToolNotConfigured
-from services.workers.tools.quota import POLL, Quota, Usage, measure
 from services.workers.tools.seccomp import seccomp_filter
 from services.workers.tools.sessiondir import SessionFolder
 
@@ -221,7 +222,7 @@ class PythonSandbox:
         uid: int | None,
         code: str,
         limits: Limits,
-        before: Usage | None = None,
+        before: FolderUsage | None = None,
     ) -> RunResult:
         """Start the run; `before`: the session folder's usage, to keep it in its quota (the
         start-up probe's throw-away folder has none)."""
@@ -273,7 +274,7 @@ class PythonSandbox:
         return result
 
     async def _watch(
-        self, proc: asyncio.subprocess.Process, workdir: Path, before: Usage
+        self, proc: asyncio.subprocess.Process, workdir: Path, before: FolderUsage
     ) -> str | None:
         """Measure the folder while the run lasts; kill the run once it has grown the folder
         past the quota (or past what it held, if that was more), and say so."""

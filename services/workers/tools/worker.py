@@ -1,5 +1,5 @@
 """TOOLS: the model does the task with tools, in a bounded loop, and answers. Consequential
-tools are asked about first, by the operator's approval policy (tools/approvals.py)."""
+tools are asked about first, by the operator's approval policy (tools/gate.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from contracts import Progress, ToolUse, WorkerResult, WorkerTask
+from services.runtime.approvals.policy import Policy
 from services.runtime.base.errors import MODEL_ERRORS
+from services.runtime.budgets.asks import reply_limit
 from services.runtime.llm import BudgetGuard, ChatReply
 from services.runtime.llm.prompts import conversation
-from services.runtime.requests.budgets import reply_limit
 from services.runtime.walls.egress import Egress
 from services.workers.base import WorkerDeps, result_for, task_prompt
-from services.workers.policy import Policy
-from services.workers.tools.approvals import ToolGate
 from services.workers.tools.catalog import Clients
+from services.workers.tools.gate import ToolGate
 from services.workers.tools.loop import LoopOutcome, run_tool_loop
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import RunContext, ToolBox

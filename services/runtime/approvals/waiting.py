@@ -1,6 +1,8 @@
-"""The orchestrator's I/O for approvals: open one in the `approvals` bucket before the request
-parks on it, and expire it when its time runs out (a person's decision that came first
-stands). Each decision is also an event on the request's trace."""
+"""The orchestrator's I/O for a request waiting on an approval: open the approval in the
+`approvals` bucket before the request parks on it, find it decided (by a person's answer, or
+on the sweep when the gateway recorded a decision but never passed it on), and expire it when
+its time runs out (a person's decision that came first stands). Each decision is also an event
+on the request's trace."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ from opentelemetry import trace
 
 from contracts import ClarificationAnswered, utcnow
 from contracts.approvals import Approval
+from services.runtime.approvals.errors import ApprovalClosed
+from services.runtime.approvals.records import Approvals
 from services.runtime.bus.core import Bus
-from services.runtime.requests.approvals import ApprovalClosed, Approvals
 
-log = logging.getLogger("sidekick.orchestrator")
+log = logging.getLogger("sidekick.approvals")
 
 
 async def open_approval(bus: Bus, approval: Approval) -> Approval:

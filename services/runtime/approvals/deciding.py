@@ -2,63 +2,32 @@
 approval by compare-and-set (the first one stands; a second answer, a stale approval id, or a
 principal not among its approvers is refused and changes nothing), then the request moves from
 `awaiting_approval` and the orchestrator is told (`ClarificationAnswered` naming the approval).
-
-Text surfaces (the legacy WebSocket protocol, `sidekick chat`, /v1) answer in words: `yes` or
-`no` and their usual spellings; the workflows API takes the seed's approval words."""
+A refusal is a `DecisionRefused` (errors.py) whose message is for the person; each surface
+says it in its own shape."""
 
 from __future__ import annotations
 
 import logging
-import re
 
 from contracts import ClarificationAnswered, ClarificationRequested, RequestRecord
 from contracts.approvals import Approval
-from services.gateway.errors import Conflict, Invalid, Unavailable
-from services.runtime.bus.core import Bus, msg_id
-from services.runtime.requests.approvals import (
+from services.runtime.approvals.errors import (
     ApprovalClosed,
-    Approvals,
+    DecisionUnavailable,
     NotAnApprover,
-    Verdict,
+    NotDecidable,
 )
+from services.runtime.approvals.questions import approval_text, said, verdict_of
+from services.runtime.approvals.records import Approvals
+from services.runtime.bus.core import Bus, msg_id
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
 from services.runtime.requests.sessions import answered, update_session
 
-log = logging.getLogger("sidekick.gateway")
-
-YES = frozenset({"yes", "y", "approve", "approved", "ok", "okay", "send", "send it", "true"})
-NO = frozenset(
-    {
-        "no",
-        "n",
-        "deny",
-        "denied",
-        "decline",
-        "declined",
-        "reject",
-        "rejected",
-        "needs_changes",
-        "needs changes",
-        "don't",
-        "dont",
-        "do not send",
-        "false",
-    }
-)
-HOW = "This request waits for your approval: answer yes to approve it, or no to decline."
-
-
-def verdict_of(text: str) -> Verdict:
-    """The decision a person's words say; Invalid when they say neither."""
-    said = re.sub(r"[\s.!]+$", "", text.strip().lower())
-    if said in YES:
-        return "approved"
-    if said in NO:
-        return "denied"
-    raise Invalid(HOW)
+log = logging.getLogger("sidekick.approvals")
 
 
 def waiting_on(record: RequestRecord) -> Approval | None:
+    """The approval a request's record says it waits on, if any."""
     outcome = record.outcome
     if isinstance(outcome, ClarificationRequested) and outcome.approval is not None:
         return outcome.approval
@@ -73,9 +42,9 @@ async def decide(
     request_id = record.request_id
     approval = waiting_on(record)
     if approval is None:
-        raise Conflict(f"Request {request_id} is not waiting for an approval.")
+        raise NotDecidable(f"Request {request_id} is not waiting for an approval.")
     if approval_id is not None and approval_id != approval.approval_id:
-        raise Conflict(
+        raise NotDecidable(
             f"Approval {approval_id} is not the one request {request_id} waits for "
             f"({approval.approval_id})."
         )
@@ -85,20 +54,20 @@ async def decide(
         decided = await store.decide(approval.approval_id, principal, verdict)
     except NotAnApprover as exc:
         if approval.approver == "operator":
-            raise Conflict(
+            raise NotDecidable(
                 f"Approval {approval.approval_id} is decided by an operator, not by you."
             ) from exc
-        raise Conflict(f"You may not decide approval {approval.approval_id}.") from exc
+        raise NotDecidable(f"You may not decide approval {approval.approval_id}.") from exc
     except ApprovalClosed as exc:
         last = exc.current.decisions[-1] if exc.current.decisions else None
         # The same person's retry of a decision whose request did not move on yet: go on.
         if last is None or last.by != principal or last.decision != verdict:
-            raise Conflict(f"Not decided again: {exc}.") from exc
+            raise NotDecidable(f"Not decided again: {exc}.") from exc
         decided = exc.current
     except KeyError as exc:
-        raise Conflict(f"Approval {approval.approval_id} is not open.") from exc
+        raise NotDecidable(f"Approval {approval.approval_id} is not open.") from exc
     except Exception as exc:
-        raise Unavailable("The approval store is unavailable; please retry.") from exc
+        raise DecisionUnavailable("The approval store is unavailable; please retry.") from exc
     parked = tracked.revision
     try:
         tracked = await records(bus).move(
@@ -111,7 +80,7 @@ async def decide(
         )
     except IllegalMove as exc:
         now = exc.current.value.status if exc.current is not None else "gone"
-        raise Conflict(
+        raise NotDecidable(
             f"Request {request_id} is not waiting for an approval (it is {now})."
         ) from exc
     event = ClarificationAnswered(
@@ -128,18 +97,15 @@ async def decide(
         )
     except Exception as exc:
         log.warning("request %s: could not pass on the approval: %r", request_id, exc)
-        raise Unavailable("Sidekick could not pass on the decision; please retry.") from exc
-    said = "Yes, approved." if verdict == "approved" else "No, declined."
+        raise DecisionUnavailable("Sidekick could not pass on the decision; please retry.") from exc
     try:
         await update_session(
             bus,
             record.session_id,
-            lambda rec: answered(rec, request_id, record.text, approval_text(decided), said),
+            lambda rec: answered(
+                rec, request_id, record.text, approval_text(decided), said(verdict)
+            ),
         )
     except Exception as exc:  # the decision is on its way; only the history lacks it
         log.warning("could not add the decision of %s to its session: %r", request_id, exc)
     return tracked.value
-
-
-def approval_text(approval: Approval) -> str:
-    return f"May Sidekick do {approval.action}? ({approval.reason})"

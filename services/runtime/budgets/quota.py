@@ -1,4 +1,5 @@
-"""A session folder's quota: how much disk it may take and how many entries it may hold.
+"""The tools' quota: how much disk a session's files folder may take and how many entries it
+may hold.
 
 The folder is shared by python_run and the files tools and kept between requests, so without a
 bound one session's code could fill the worker's disk, a file at a time (each run is bounded per
@@ -24,8 +25,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.workers.tools.errors import ToolError
-
 POLL = 0.2  # seconds between a running python_run's measurements of its folder
 MiB = 1024 * 1024
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -42,12 +41,12 @@ class Quota:
 
 
 @dataclass(frozen=True)
-class Usage:
+class FolderUsage:
     bytes: int
     entries: int
     unreadable: str | None = None  # a folder that could not be read, relative to the root
 
-    def over(self, quota: Quota, *, allowed: Usage | None = None) -> bool:
+    def over(self, quota: Quota, *, allowed: FolderUsage | None = None) -> bool:
         """Past the quota (or past `allowed`, where that is larger: a folder already over its
         quota may shrink but not grow)."""
         if self.unreadable is not None:
@@ -62,12 +61,12 @@ class Usage:
         return f"it holds {self.bytes / MiB:.1f} MiB in {self.entries} files and folders"
 
 
-def measure(root: Path, quota: Quota) -> Usage:
+def measure(root: Path, quota: Quota) -> FolderUsage:
     """The folder's disk use and entries; stops counting once past the quota's entries."""
     try:
         top = os.open(root, _DIR)
     except FileNotFoundError:
-        return Usage(0, 0)
+        return FolderUsage(0, 0)
     total = entries = 0
     stack: list[tuple[int, str]] = [(top, ".")]
     try:
@@ -79,21 +78,21 @@ def measure(root: Path, quota: Quota) -> Usage:
                     for entry in listing:
                         entries += 1
                         if entries > quota.entries:
-                            return Usage(total, entries)
+                            return FolderUsage(total, entries)
                         info = entry.stat(follow_symlinks=False)
                         total += info.st_blocks * 512
                         if stat.S_ISDIR(info.st_mode):
                             path = f"{where}/{entry.name}".removeprefix("./")
                             child = _open_dir(entry.name, fd)
                             if child is None:
-                                return Usage(total, entries, unreadable=path)
+                                return FolderUsage(total, entries, unreadable=path)
                             stack.append((child, path))
             finally:
                 os.close(fd)
     finally:
         for fd, _ in stack:
             os.close(fd)
-    return Usage(total, entries)
+    return FolderUsage(total, entries)
 
 
 def _own(fd: int) -> None:
@@ -130,13 +129,14 @@ def _open_dir(name: str, parent: int) -> int | None:
         os.close(handle)
 
 
-def refuse_growth(root: Path, quota: Quota, adding: int, *, new_entries: int) -> None:
-    """For the files tools: a ToolError if writing `adding` bytes (and `new_entries` new
-    entries) would take the folder past its quota."""
+def growth_refusal(root: Path, quota: Quota, adding: int, *, new_entries: int) -> str | None:
+    """For the files tools: why writing `adding` bytes (and `new_entries` new entries) may not
+    be done, when it would take the folder past its quota; None when it fits."""
     usage = measure(root, quota)
-    grown = Usage(usage.bytes + adding, usage.entries + new_entries, usage.unreadable)
-    if grown.over(quota):
-        raise ToolError(
-            f"the session's files folder is full: {usage.describe()}, and its quota is "
-            f"{quota.describe()}; delete files (python_run can) or write less."
-        )
+    grown = FolderUsage(usage.bytes + adding, usage.entries + new_entries, usage.unreadable)
+    if not grown.over(quota):
+        return None
+    return (
+        f"the session's files folder is full: {usage.describe()}, and its quota is "
+        f"{quota.describe()}; delete files (python_run can) or write less."
+    )

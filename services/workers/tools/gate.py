@@ -1,5 +1,5 @@
-"""The operator's approval policy for the TOOLS worker's consequential tools, asked before each
-call (the tool loop's `guard`).
+"""The TOOLS worker's approval gate: the operator's approval policy for its consequential
+tools, asked before each call (the tool loop's `guard`).
 
 Which action a call is: `notify`; `python_run`; `<server>__<tool>` for an MCP server's tool
 (the name the model calls it by); and `browser.new_domain` for a `browser_navigate` to a host
@@ -16,34 +16,28 @@ The policy's ruling on the action decides:
 - `ask`: nothing runs and the loop stops; the worker returns an `ApprovalAsk` with the call's
   arguments as strings (`shown_arguments`) and their digest, and the request parks.
 
-On a later attempt (after the decision) the same call finds its approval: the one the task
-names, or, since an approval's id is fixed by (request, attempt, digest), one of this call's
-digest asked at an earlier attempt of the request (so several approvals of one request hold).
-An approved call runs, claimed in the ledger under `<action>.approved.<approval id>` first, so
+On a later attempt (after the decision) the same call finds its approval, and a decline covers
+every call of its action in the attempt (services/runtime/approvals/gate.py says how). An
+approved call runs, claimed in the ledger under `<action>.approved.<approval id>` first, so
 a redelivered task, a second replica or a later attempt replays its recorded outcome and never
 runs it again (a claim left `started` by a worker that died mid-call is not repeated either:
 at most once). A `browser.new_domain` approval is for opening a host, not an effect to do
-once, so it is not claimed. Arguments with another digest ask anew: an approval is never used
-for anything but what was approved. A built-in tool's arguments are checked first, so no one is
-asked about a call that could not run.
-A decline or an expiry of the approval the task names (or of this call's digest) is a tool
-result saying so, for every call of that action in the attempt, and the loop goes on.
+once, so it is not claimed. A built-in tool's arguments are checked first, so no one is asked
+about a call that could not run.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any
 
 import nats.errors
 from nats.js.kv import KeyValue
 
 from contracts import WorkerTask
 from contracts.approvals import Approval, ApprovalAsk, digest_of
-from services.runtime.requests.approvals import Approvals, approval_id
+from services.runtime.approvals.gate import Gate, declined_text, shown
+from services.runtime.approvals.policy import Policy, Ruling
 from services.workers.ledger import Effect, Ledger
-from services.workers.policy import Policy, Ruling
 from services.workers.tools.errors import ToolArgumentsError
 from services.workers.tools.hosts import NEW_DOMAIN, Hosts, host_of
 from services.workers.tools.toolbox import Call, Outcome, ToolBox, parse_arguments
@@ -55,41 +49,9 @@ GATED = {"notify": "notify", "python_run": "python_run"}
 CLAIM_MARGIN = 15.0
 
 
-def shown_value(value: Any) -> str:
-    """One argument as the text a person reads and the digest binds: a string as it is, unless
-    it reads as JSON (then it is quoted, so "1" and 1 never look alike); anything else as
-    canonical JSON. Two different arguments never show the same."""
-    if isinstance(value, str):
-        try:
-            json.loads(value)
-        except ValueError:
-            return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
 def shown_arguments(arguments: str) -> dict[str, str]:
     """The model's arguments (a JSON object) as strings; ToolArgumentsError if not an object."""
-    return {key: shown_value(value) for key, value in parse_arguments(arguments).items()}
-
-
-def declined_text(approval: Approval) -> str:
-    """The tool result of a call whose approval was declined or expired."""
-    shown = "; ".join(f"{k}: {_short(v)}" for k, v in sorted(approval.arguments.items()))
-    if approval.state == "expired":
-        last = approval.decisions[-1] if approval.decisions else None
-        when = f" at {last.at.isoformat(timespec='seconds')}" if last else ""
-        return (
-            f"{approval.action} was not run ({shown}): no one approved it before the approval "
-            f"expired{when}, so it counts as declined. Do not try it again; answer without it."
-        )
-    return (
-        f"The user declined to run {approval.action} ({shown}); it was not run. Do not try "
-        "it again; answer without it."
-    )
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + " …"
+    return shown(parse_arguments(arguments))
 
 
 class ToolGate:
@@ -107,13 +69,12 @@ class ToolGate:
     ) -> None:
         self.policy = policy
         self.task = task
-        self.approvals = approvals  # the buckets, looked up only when a call needs them
+        self.gate = Gate(policy, task, approvals)  # the approvals bucket, read when needed
         self.ledger = ledger
         self.mcp_names = mcp_names
         self.time_limit = time_limit  # seconds a call of the action may take
         # The run's opened hosts, shared with its browser (the worker puts them on the run).
         self.hosts = Hosts(policy.ruling(NEW_DOMAIN))
-        self._found: dict[str, Approval | None] = {}
 
     def action_of(self, name: str, arguments: str) -> str | None:
         """The policy's name for this call, or None when the policy has no say over it."""
@@ -132,7 +93,7 @@ class ToolGate:
         action = self.action_of(name, arguments)
         if action is None:
             return await self._run(toolbox, name, arguments, call)
-        ruling = self.policy.ruling(action)
+        ruling = self.gate.ruling(action)
         if ruling.decision == "allow":
             return await self._run(toolbox, name, arguments, call)
         if ruling.decision == "deny":
@@ -145,36 +106,24 @@ class ToolGate:
         if refused is not None:  # it could not run: no one is asked about it
             return Outcome(refused, ok=False)
         try:
-            shown = self._arguments(action, arguments)
+            as_shown = self._arguments(action, arguments)
         except ToolArgumentsError as exc:
             return Outcome(f"ERROR: {exc}", ok=False)
-        digest = digest_of(action, shown)
-        decided = await self._decided(action, digest)
+        digest = digest_of(action, as_shown)
+        decided = await self.gate.decided(action, digest)
         if decided is not None and decided.state == "approved":
             return await self._run_approved(decided, toolbox, name, arguments, call)
-        if decided is not None:
-            return Outcome(declined_text(decided), ok=False)
-        return self._ask(action, shown, digest, ruling, arguments)
+        declined = decided or self.gate.declined(action)  # the action is off for this attempt
+        if declined is not None:
+            return Outcome(declined_text(declined), ok=False)
+        reason = self._reason(action, arguments, ruling)
+        return self.gate.ask(action, as_shown, digest, ruling, reason)
 
-    def _ask(
-        self, action: str, shown: dict[str, str], digest: str, ruling: Ruling, arguments: str
-    ) -> Outcome | ApprovalAsk:
-        reason = ruling.reason
-        if action == NEW_DOMAIN:
-            url = parse_arguments(arguments).get("url")
-            reason = f"the browser would open {url}, on a host not opened in this run; {reason}"
-        named = self._found.get(self.task.approval_id or "")
-        if named is not None and named.action == action:
-            if named.state != "approved":  # declined: the action is off for this attempt
-                return Outcome(declined_text(named), ok=False)
-            reason = f"these are not the arguments of {action} that were approved; {reason}"
-        return ApprovalAsk(
-            action=action,
-            arguments=shown,
-            digest=digest,
-            reason=reason,
-            approver=ruling.approver,
-        )
+    def _reason(self, action: str, arguments: str, ruling: Ruling) -> str:
+        if action != NEW_DOMAIN:
+            return ruling.reason
+        url = parse_arguments(arguments).get("url")
+        return f"the browser would open {url}, on a host not opened in this run; {ruling.reason}"
 
     def _arguments(self, action: str, arguments: str) -> dict[str, str]:
         if action == NEW_DOMAIN:  # the approval is for the host; the URL is in the reason
@@ -187,30 +136,6 @@ class ToolGate:
         except ToolArgumentsError:
             return None
         return host_of(url) if isinstance(url, str) else None
-
-    async def _decided(self, action: str, digest: str) -> Approval | None:
-        """The decided approval of this request for exactly this action and digest (asked at
-        an earlier attempt), the latest first; None when there is none."""
-        task = self.task
-        ids = [approval_id(task.request_id, n, digest) for n in range(task.attempt - 1, 0, -1)]
-        if task.approval_id is not None:  # the named one first: its decline covers the action
-            ids.insert(0, task.approval_id)
-        for candidate in ids:
-            found = await self._load(candidate)
-            if found is not None and found.action == action and found.digest == digest:
-                return found
-        return None
-
-    async def _load(self, key: str) -> Approval | None:
-        if key not in self._found:
-            versioned = await Approvals(self.approvals()).load(key)
-            approval = versioned.value if versioned is not None else None
-            if approval is not None and (
-                approval.request_id != self.task.request_id or approval.state == "pending"
-            ):
-                approval = None
-            self._found[key] = approval
-        return self._found[key]
 
     async def _run(self, toolbox: ToolBox, name: str, arguments: str, call: Call) -> Outcome:
         if name == NAVIGATE:  # let through: opened before it runs, so the browser lets it go

@@ -24,8 +24,9 @@ when less is left, but at least one call's maximum; what it was granted is what 
 (`TaskBudget.tokens`), checked before each of its calls.
 
 `hold_both` holds one call in the day and the session at once (refused in one, it is held in
-neither); `settle` counts an ended spend in both (dropping its holds) and in the
-Prometheus counters, once.
+neither); `hold_in_turn` holds a step that may take more (a loop's allowance, the rest of its
+attempt) in the day first and then in the session, which holds no more than the day granted;
+`settle` counts an ended spend in both (dropping its holds) and in the Prometheus counters, once.
 
 A request that parks (for a person's answer or approval) sends nothing while it waits: its hold
 is settled down to what it has used (`park`), so the unspent part returns to the day at once
@@ -37,43 +38,29 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 
 from nats.js.kv import KeyValue
 
 from contracts import Usage
 from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.base.settings import Settings
-from services.runtime.bus.kvstore import get_model, key_for, write_if
-from services.runtime.requests.budgets import (
+from services.runtime.budgets.accounts import (
     CAS_TRIES,
     TURNS,
     Day,
     Days,
     Hold,
-    Limit,
-    Scope,
     backoff,
-    cost,
     day_key,
-    limits_of,
     session_key,
 )
+from services.runtime.budgets.asks import Ask
+from services.runtime.budgets.limits import Limit, Scope, limits_of
+from services.runtime.budgets.prices import Table, cost
+from services.runtime.bus.kvstore import get_model, key_for, write_if
 
 PARKED = "parked"  # the step name of a parked request's hold: what it used, nothing ahead
-
-
-@dataclass(frozen=True)
-class Ask:
-    """One step's hold: what the request has used so far, and what the step may take."""
-
-    step: str  # e.g. "decide", "task:1", "evaluate:1"
-    used_tokens: int
-    used_usd: float
-    tokens: int  # the most the step may take
-    least: int  # the least it can go with (one call's maximum); == tokens for one call
-    usd_per_token: float  # its price bound per token
-    rest: int = 0  # the rest of its attempt (the worker, the evaluation): held if it fits
 
 
 async def hold(
@@ -177,6 +164,38 @@ async def hold_both(
     return refused
 
 
+async def hold_in_turn(
+    kv: KeyValue,
+    settings: Settings,
+    who: tuple[str, str],
+    holder: str,
+    ask: Ask,
+) -> int | Limit:
+    """Hold `ask` for `holder` against the day of `who`'s principal, then against its session
+    (`who`: principal, session id) no more than the day granted: the tokens granted in both, or
+    the limit it would pass (a hold the day granted stays until the request's end drops it)."""
+    principal, session_id = who
+    scopes: tuple[tuple[Scope, str], ...] = (
+        ("daily", day_key(principal)),
+        ("session", session_key(principal, session_id)),
+    )
+    granted = ask.tokens
+    for scope, key in scopes:
+        got = await hold(
+            kv,
+            key,
+            holder,
+            replace(ask, tokens=granted),
+            limits_of(settings, scope),
+            scope,
+            settings.budget_request_seconds,
+        )
+        if isinstance(got, Limit):
+            return got
+        granted = min(granted, got)
+    return granted
+
+
 async def release(kv: KeyValue, key: str, holder: str) -> None:
     """Drop `holder`'s hold at `key` without counting anything (its step is not sent)."""
     async with TURNS.turn(key):
@@ -200,7 +219,7 @@ async def settle(
     who: tuple[str, str],
     holder: str,
     usage: Usage,
-    table: dict[str, tuple[float, float]],
+    table: Table,
 ) -> bool:
     """Count `holder`'s ended spend in the day and the session of `who` (principal, session
     id), once each, dropping its holds, and in the counters; whether this call counted it (a

@@ -2,8 +2,10 @@
 worker asks, decided once by compare-and-set (by the gateway for a person, by the orchestrator
 when it expires), read by the worker that then acts. The first decision stands: a second
 answer, a racing one, or one after expiry finds the approval closed and changes nothing
-(`ApprovalRefused`: `ApprovalClosed`, `NotAnApprover`; drawn in services/runtime/base/errors.py).
-"""
+(`ApprovalClosed`; `NotAnApprover` for a principal who may not decide it: errors.py).
+
+Also the `parked` bucket's entry of a parked request (`Parked`): its deadline, and the approval
+it waits on, if any."""
 
 from __future__ import annotations
 
@@ -13,25 +15,11 @@ from nats.js.kv import KeyValue
 
 from contracts import utcnow
 from contracts.approvals import Approval, ApprovalDecision
-from services.runtime.base.errors import SidekickError
+from services.runtime.approvals.errors import ApprovalClosed, NotAnApprover
 from services.runtime.bus.kvstore import Versioned, get_model, key_for, write_if
 
 ATTEMPTS = 20
 Verdict = Literal["approved", "denied", "expired"]
-
-
-class ApprovalRefused(SidekickError):
-    def __init__(self, approval: Approval, message: str) -> None:
-        self.current = approval
-        super().__init__(message)
-
-
-class ApprovalClosed(ApprovalRefused):
-    pass
-
-
-class NotAnApprover(ApprovalRefused):
-    pass
 
 
 class Parked(NamedTuple):
