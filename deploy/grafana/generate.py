@@ -5,7 +5,7 @@ edited, so that the seven dashboards share one layout, one datasource variable a
 conventions: panels.py (the layout and PromQL helpers), shared_panels.py (what several
 dashboards show alike), system_dashboards.py (overview, NATS) and service_dashboards.py (one
 per service). After changing them, run `python deploy/grafana/generate.py`; `--check` (run by
-tests/test_deploy_observe.py) fails when the committed JSON and the code disagree.
+tests/deploy/test_observe.py) fails when the committed JSON and the code disagree.
 
 Conventions: every panel reads from the `${datasource}` variable (a Prometheus data source
 picked on the dashboard); `job` is the service (gateway, frontline, orchestrator, evaluator,

@@ -9,4 +9,4 @@
 
 A sub-package imports only those before it in this list (walls, llm and bus not each other,
 requests and budgets not each other);
-tests/test_architecture.py keeps the direction."""
+tests/docs/test_architecture.py keeps the direction."""

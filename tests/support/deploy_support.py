@@ -1,4 +1,4 @@
-"""Helpers of the deploy checks (tests/test_deploy_*.py): rendering the overlays, walking the
+"""Helpers of the deploy checks (tests/deploy/): rendering the overlays, walking the
 manifests, reading metric names out of PromQL, the names a Prometheus exposition makes
 queryable, and running the NATS ConfigMap as a local cluster. A missing tool (kubectl,
 promtool, hadolint) fails its test, never skips it: .ci/system-deps installs promtool, the

@@ -44,12 +44,12 @@ PRINCIPALS = (
     "hank",
     "iris",
     "jack",
-    # tests/test_a2a.py and tests/test_agui.py
+    # tests/protocols/test_a2a.py and tests/protocols/test_agui.py
     "kim",
     "lou",
     "max",
     "nia",
-    # tests/test_tool_approvals.py
+    # tests/approvals/test_tools.py
     "otto",
     "paula",
     "ruth",

@@ -10,4 +10,4 @@ waiting for them), `feed.py` (a request's stored events, to re-attach to), `deli
 `outcomes.py` (how a question or an end reads on any surface), `preferences.py`, `errors.py`,
 `spend.py` (a spent day or session refused, from services/runtime/budgets/) and `approving.py`
 (a person's decision, from services/runtime/approvals/).
-The core imports no surface (tests/test_architecture.py)."""
+The core imports no surface (tests/docs/test_architecture.py)."""

@@ -4,7 +4,7 @@ Paths are under `services/`. A section line (` |  path`) says where the classes 
 a class that lives elsewhere starts its note with its path (a file name alone: in the section's
 folder); a child lives with its parent unless it says otherwise. "Also a ValueError" (or
 RuntimeError): it keeps that built-in base too, so every `except ValueError` that caught it
-still does. `tests/test_architecture.py` checks the drawing against the code.
+still does. `tests/docs/test_architecture.py` checks the drawing against the code.
 
 SidekickError                        everything Sidekick raises on purpose
  |

@@ -225,7 +225,8 @@ class Bus:
 
     def subscriptions(self) -> list[str]:
         """Every subject this service consumes: the broker's subscribers, its durable consumers
-        and its plain subscriptions (tests/test_contracts.py checks them against the bus table)."""
+        and its plain subscriptions (tests/runtime/test_contracts.py checks them against the bus
+        table)."""
         return [
             *(sub.subject.broker_address for sub in self.broker.subscribers),  # type: ignore[attr-defined]
             *(subject for subject, _, _ in self._durables),

@@ -183,8 +183,8 @@ class Egress:
         """An httpx client whose every connection (each redirect hop too) goes through the
         check and is made to the checked address; TLS still verifies the host name."""
         transport = httpx.AsyncHTTPTransport(retries=0)
-        # httpx builds its connection pool without a way to pass a network backend; the pool
-        # is swapped for one whose backend is this check (tests/test_egress.py holds it to it).
+        # httpx builds its connection pool without a way to pass a network backend; the pool is
+        # swapped for one whose backend is this check (tests/walls/test_egress.py holds it to it).
         transport._pool = httpcore.AsyncConnectionPool(
             ssl_context=httpx.create_ssl_context(),
             network_backend=_CheckedBackend(self, source),

@@ -2,7 +2,7 @@
 a decided approval found again by a later attempt, an approved call run once and replayed after,
 a changed call asked anew, a decline for every call of its action, a call that could not run
 never asked about, and the browser asking only for a host not yet opened. The same on live
-services: tests/test_tool_approvals.py."""
+services: tests/approvals/test_tools.py."""
 
 from __future__ import annotations
 

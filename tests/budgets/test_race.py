@@ -22,11 +22,11 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from services.runtime.bus.natsserver import NatsServer
+from tests.budgets.test_direct import as_estimated
+from tests.budgets.test_live import budget_system, day_of
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import AuthClient
 from tests.support.harness import Conversation, System
-from tests.test_budgets import budget_system, day_of
-from tests.test_budgets_direct import as_estimated
 
 DAY = 15_000
 WORDS = ("tides", "moon", "harbour", "lighthouse", "ferries", "dunes")

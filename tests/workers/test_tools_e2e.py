@@ -58,7 +58,7 @@ def tools_system(
             "PUSHOVER_USER": pushover.user,
             "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
             # The tools themselves are tested here; the policy's asking (notify asks by
-            # default) in tests/test_tool_approvals.py.
+            # default) in tests/approvals/test_tools.py.
             "SIDEKICK_APPROVALS": "notify=allow",
             # No key must ever reach a real API from a test.
             "BRAVE_SEARCH_API_KEY": "",

@@ -3,7 +3,7 @@ a scripted model, real Chromium on two local sites: `site` as 127.0.0.1 and `awa
 localhost, another host). A link on an approved page to the other host is not followed: its
 server gets nothing, and the model is told to call browser_navigate, which parks the request
 for a person's approval; after a yes the other host opens. The browser's side in detail (302s,
-scripts, forms, pop-ups, `deny`, `allow`): tests/test_browser_new_hosts.py."""
+scripts, forms, pop-ups, `deny`, `allow`): tests/workers/test_browser_new_hosts.py."""
 
 from __future__ import annotations
 

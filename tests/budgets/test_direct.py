@@ -28,11 +28,11 @@ from services.runtime.budgets.accounts import Day, session_key
 from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.bus.kvstore import key_for
 from services.runtime.bus.natsserver import NatsServer
+from tests.budgets.test_live import budget_system, day_of
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient
 from tests.support.harness import Conversation, System
 from tests.support.workers_support import wait_for
-from tests.test_budgets import budget_system, day_of
 
 DAY = 3000
 ANSWER = 500  # max_tokens of an answer

@@ -22,7 +22,7 @@ from services.runtime.bus.natsauth import SERVICES
 from services.runtime.requests import lifecycle
 from services.runtime.requests.lifecycle import ACTORS, LEGAL, STATES, TABLE, IllegalMove, Requests
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def record(rid: str, state: RequestState) -> RequestRecord:

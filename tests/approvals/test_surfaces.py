@@ -18,6 +18,9 @@ from playwright.async_api import expect
 
 from contracts.approvals import digest_of
 from services.runtime.bus.natsserver import NatsServer
+from tests.cli.test_chat import run_chat
+from tests.protocols.test_a2a import say, transport
+from tests.protocols.test_agui import read, run_input
 from tests.support.approvals import (
     BODY,
     answer,
@@ -33,9 +36,6 @@ from tests.support.harness import System
 from tests.support.page import chromium, send, shot
 from tests.support.sse import Sse
 from tests.support.xss import nothing_ran, watched_page
-from tests.test_a2a import say, transport
-from tests.test_agui import read, run_input
-from tests.test_cli_chat import run_chat
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def replicated(
         "SENDGRID_API_KEY": sendgrid.key,
         "SENDGRID_FROM_EMAIL": "sidekick@example.com",
         "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
-        # Replicas, not approvals, are tested here (approvals: tests/test_approvals*.py).
+        # Replicas, not approvals, are tested here (approvals: tests/approvals/).
         "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
         "SIDEKICK_LLM_TIMEOUT": "60",
     }

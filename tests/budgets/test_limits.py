@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from services.runtime.bus.natsserver import NatsServer
+from tests.budgets.test_live import budget_system
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.gateway_client import AuthClient, api
 from tests.support.harness import System
 from tests.support.workers_support import decide_tools, tool_results
-from tests.test_budgets import budget_system
 
 SESSION_TOKENS = 20_000
 

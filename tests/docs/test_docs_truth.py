@@ -40,7 +40,7 @@ from tests.support.docs_text import (
 
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 REFERENCE = ("configuration.md", "## Every variable")  # the tables of every variable

@@ -42,7 +42,7 @@ def keyed(
         SENDGRID_API_KEY=sendgrid.key,
         SENDGRID_FROM_EMAIL=SENDER,
         SIDEKICK_SENDGRID_BASE_URL=sendgrid.url,
-        # These tests are about sending; approvals have their own (tests/test_approvals*.py).
+        # These tests are about sending; approvals have their own (tests/approvals/).
         SIDEKICK_APPROVALS="email.send=allow;email.send:unwritten_recipient=allow",
         # The page server (under both its names) is operator-trusted here.
         SIDEKICK_EGRESS_ALLOW=f"127.0.0.1:{pages.port},localhost:{pages.port}",

@@ -2,7 +2,7 @@
 write landed but whose answer was lost (the NATS client sends what it buffered once the server is
 back, after the caller timed out) is taken over by this process's retry, once; a `started` claim
 that is not this process's lost one is still never acted on again (at most once). End to end:
-tests/test_outage_in_worker.py."""
+tests/cluster/test_outage_in_worker.py."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from services.workers.tools.toolbox import Call, RunContext, ToolBox
 from tests.support.fakes.http import FakeServer, Response
 from tests.support.fakes.site import FakeSite
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 INDEX = """<!doctype html><html><head><title>Preserves</title></head><body>
 <h1>Preserves</h1>

@@ -45,7 +45,7 @@ def worker(deps: WorkerDeps, sendgrid: FakeSendGrid, **overrides: Any) -> EmailW
         "sendgrid_from_email": SENDER,
         "sendgrid_base_url": sendgrid.url,
         "sendgrid_timeout": 5,
-        # Sending itself is tested here; approvals in tests/test_approvals*.py.
+        # Sending itself is tested here; approvals in tests/approvals/.
         "approvals": "email.send=allow;email.send:unwritten_recipient=allow",
         **overrides,
     }

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "services", "tests", "bench")
 MAX_LINES = 400
 SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")

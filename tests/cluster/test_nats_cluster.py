@@ -68,7 +68,7 @@ def clustered(
         "SENDGRID_API_KEY": sendgrid.key,
         "SENDGRID_FROM_EMAIL": "sidekick@example.com",
         "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
-        # A cluster, not approvals, is tested here (approvals: tests/test_approvals*.py).
+        # A cluster, not approvals, is tested here (approvals: tests/approvals/).
         "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
         "SIDEKICK_MAX_DELIVER": "20",
         "SIDEKICK_LLM_MAX_RETRIES": "3",

@@ -16,7 +16,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.topology import bootstrap
-from tests.test_nats_security import User, locked_server
+from tests.walls.test_nats_security import User, locked_server
 
 NAMESPACE = "walls2"
 

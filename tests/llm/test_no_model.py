@@ -14,9 +14,9 @@ from playwright.async_api import WebSocketRoute, expect
 
 from services.runtime.base.errors import no_model_message
 from services.runtime.bus.natsserver import NatsServer
+from tests.cli.test_chat import chat_env
 from tests.support.harness import ROOT, Client, System
 from tests.support.page import chromium, open_page, send, shot
-from tests.test_cli_chat import chat_env
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from services.workers.tools.python_sandbox import PythonSandbox
 from services.workers.tools.settings import ToolsSettings
 from tests.support.dirs import searchable_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MiB = 1024 * 1024
 LIMITS = Limits(cpu_seconds=2, memory_bytes=256 * MiB, wall_seconds=8, output_chars=4000)
 files = searchable_root()
@@ -53,7 +53,7 @@ def test_under_the_services_event_loop_too_the_code_holds_no_descriptor_of_the_h
 import asyncio, json, sys, uvloop
 from pathlib import Path
 from services.workers.tools.python_sandbox import PythonSandbox
-from tests.test_walls_sandbox import LIMITS, SNOOP
+from tests.walls.test_sandbox import LIMITS, SNOOP
 async def main() -> None:
     assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
     result = await PythonSandbox(LIMITS, Path({str(files)!r})).run(SNOOP, "alice/uvfds")

@@ -1,0 +1,2 @@
+"""CI checks of deploy/, offline: the image, the Kubernetes manifests, what watches Sidekick, the
+walls as deployed."""
