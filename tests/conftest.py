@@ -1,13 +1,15 @@
 """Session fixtures: a real nats-server (JetStream in a temp dir, port chosen by the server,
 one NATS user per service per system, as `sidekick up` runs it), a fake OpenAI-compatible API,
-and the five services as separate processes.
+the factory every test starts its system with (`systems`, tests/support/systems.py), and two
+shared systems of the five services as separate processes (`system`, `secure_system`).
 
-Two tiers: tests marked `fast` run in memory (`python -m pytest -m fast`); the rest use the real
-nats-server, service processes and the browser. A test taking the `backend` fixture (through
-`kv` or `stack`) runs its body on both: in memory (fast) and against the real server.
+Two tiers: tests marked `fast` run in memory, with no process started (`python -m pytest -m
+fast`); the rest use the real nats-server, service processes and the browser. A test taking the
+`kv` fixture (a JetStream KV bucket) runs its body on both: on tests/support/memory.py's bucket
+(`fast`) and on the real server's, so the memory one is held to the server's behaviour.
 
-The fakes a module takes for itself (Brave, SendGrid, Pushover, ...) are in
-tests/support/fixtures.py."""
+The fakes a module takes for itself (Brave, SendGrid, Pushover, ...) and a nats-server of its
+own are in tests/support/fixtures.py."""
 
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ from services.runtime.bus.natsserver import NatsServer
 from services.runtime.llm.endpoint import close_http
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import System, llm_env
+from tests.support.harness import System
 from tests.support.lockednats import LockedNats
 from tests.support.memory import MemoryStore
+from tests.support.systems import Systems
 
 pytest_plugins = ["tests.support.fixtures", "tests.support.realmodel"]
 
@@ -48,15 +51,10 @@ async def _close_model_http() -> AsyncIterator[None]:
 
 
 @pytest.fixture(params=[pytest.param("memory", marks=pytest.mark.fast), "nats"])
-def backend(request: pytest.FixtureRequest) -> str:
-    """Which NATS a dual-tier test runs on: in memory, or the session's real nats-server."""
-    return str(request.param)
-
-
-@pytest.fixture
-async def kv(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
-    """A fresh KV bucket, in memory or on the real server (same API, same revisions)."""
-    if backend == "memory":
+async def kv(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """A fresh KV bucket, in memory or on the real server (same API, same revisions): a test
+    taking it runs twice, `[memory]` in the fast tier."""
+    if request.param == "memory":
         yield MemoryStore().bucket("test")
         return
     server: NatsServer = request.getfixturevalue("nats_server")
@@ -97,23 +95,20 @@ def fake_brave() -> Iterator[FakeBrave]:
         yield fake
 
 
-def brave_env(brave: FakeBrave) -> dict[str, str]:
-    return {"BRAVE_SEARCH_API_KEY": brave.token, "SIDEKICK_BRAVE_BASE_URL": brave.url}
-
-
 @pytest.fixture(scope="session")
 def logs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("service-logs")
 
 
 @pytest.fixture(scope="session")
-def system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, fake_brave: FakeBrave, logs_dir: Path
-) -> Iterator[System]:
+def systems(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Systems:
+    return Systems(nats_server.url, fake_llm, logs_dir)
+
+
+@pytest.fixture(scope="session")
+def system(systems: Systems, fake_brave: FakeBrave) -> Iterator[System]:
     """One system shared by the end-to-end tests (each test uses its own session uuid)."""
-    env = {**llm_env(fake_llm.base_url), **brave_env(fake_brave)}
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+    yield from systems.run(brave=fake_brave)
 
 
 @pytest.fixture
@@ -125,22 +120,15 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[NATS]:
 
 
 @pytest.fixture(scope="session")
-def secure_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, fake_brave: FakeBrave, logs_dir: Path
-) -> Iterator[System]:
+def secure_system(systems: Systems, fake_brave: FakeBrave) -> Iterator[System]:
     """A system whose gateway requires tokens (one per principal of tests/support/gateway_client.py)
     and has small limits: 5 requests a minute and 2 in flight per principal, 500-char messages.
     Each gateway test uses principals of its own, so the limits of one never touch another."""
-    from tests.support.gateway_client import tokens_env
-
-    env = {
-        **llm_env(fake_llm.base_url),
-        **brave_env(fake_brave),
-        "SIDEKICK_CORS_ORIGINS": "http://localhost:5173",
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_RATE_LIMIT_PER_MINUTE": "5",
-        "SIDEKICK_MAX_CONCURRENT_REQUESTS": "2",
-        "SIDEKICK_MAX_MESSAGE_CHARS": "500",
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+    yield from systems.run(
+        brave=fake_brave,
+        auth=True,
+        SIDEKICK_CORS_ORIGINS="http://localhost:5173",
+        SIDEKICK_RATE_LIMIT_PER_MINUTE="5",
+        SIDEKICK_MAX_CONCURRENT_REQUESTS="2",
+        SIDEKICK_MAX_MESSAGE_CHARS="500",
+    )

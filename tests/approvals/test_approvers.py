@@ -8,58 +8,40 @@ it, and the email is sent once."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts.subjects import Subjects
 from services.runtime.approvals.records import Approvals
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.approvals import answer, approval_env, ask_for_email, script_email, start
+from tests.support.approvals import answer, asked_to_email, emails_asked, operator_approves
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.gateway_client import AuthClient, api
+from tests.support.gateway_client import api
 from tests.support.harness import System
+from tests.support.systems import Systems
 
 pytestmark = pytest.mark.timeout(240)
 OPERATOR = "trent"
 
 
 @pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    with FakeSendGrid() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _reset(sendgrid: FakeSendGrid) -> None:
-    sendgrid.reset()
-
-
-@pytest.fixture(scope="module")
-def operated(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[System]:
+def operated(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
     # Email asks; merging is for operators only (no request here merges: it proves the rule
     # is read with an operator configured); a short sweep so a stranded decision is found soon.
-    env = approval_env(
-        fake_llm,
+    yield from emails_asked(
+        systems,
         sendgrid,
         SIDEKICK_APPROVERS=OPERATOR,
         SIDEKICK_SWEEP_INTERVAL="1",
         SIDEKICK_APPROVALS="github__merge_*=ask;github__merge_*:approver=operator",
     )
-    with start(nats_server.url, env, logs_dir) as sys_:
-        yield sys_
 
 
 async def test_an_operator_decides_another_principals_approval_from_its_queue(
     operated: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(operated.ws_url, "alice", events=True) as alice:
-        request_id, approval = await ask_for_email(alice)
+    async with asked_to_email(operated, fake_llm, "alice") as (alice, request_id, approval):
         assert approval["approvers"] == ["alice", OPERATOR]
         path = f"/api/approvals/{approval['approval_id']}"
         async with api(operated.http_url, "mallory") as mallory:
@@ -89,43 +71,22 @@ async def test_an_operator_decides_another_principals_approval_from_its_queue(
 
 
 @pytest.fixture(scope="module")
-def operators_only(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[System]:
-    env = approval_env(
-        fake_llm,
-        sendgrid,
-        SIDEKICK_APPROVERS=OPERATOR,
-        SIDEKICK_APPROVALS="email.send=ask;email.send:approver=operator",
-    )
-    with start(nats_server.url, env, logs_dir) as sys_:
-        yield sys_
+def operators_only(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
+    rule = "email.send=ask;email.send:approver=operator"
+    yield from emails_asked(systems, sendgrid, SIDEKICK_APPROVERS=OPERATOR, SIDEKICK_APPROVALS=rule)
 
 
 async def test_an_action_left_to_operators_refuses_the_requests_own_principal(
     operators_only: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(operators_only.ws_url, "bob", events=True) as bob:
-        request_id, approval = await ask_for_email(bob)
+    async with asked_to_email(operators_only, fake_llm, "bob") as (bob, request_id, approval):
         assert approval["approvers"] == [OPERATOR] and approval["approver"] == "operator"
         refused = await answer(bob, request_id, "yes")
         assert refused[-1]["error"]["code"] == "conflict"
         assert "decided by an operator" in refused[-1]["error"]["message"]
         assert sendgrid.mails == []
-        async with api(operators_only.http_url, OPERATOR) as ops:
-            path = f"/api/approvals/{approval['approval_id']}"
-            decided = await ops.post(path, json={"decision": "approve"})
-            assert decided.status_code == 200, decided.text
-        # The refusal's own end frame ("rejected") is not the request's.
-        done = await bob.frames_until(
-            lambda f: (
-                "on_chat_model_end" in f
-                and f.get("request_id") == request_id
-                and f.get("status") != "rejected"
-            ),
-            90,
-        )
+        ops = operators_only.http_url
+        done = await operator_approves(bob, ops, OPERATOR, request_id, approval)
     assert done[-1]["status"] == "completed", done[-1]
     assert len(sendgrid.mails) == 1
 
@@ -133,9 +94,7 @@ async def test_an_action_left_to_operators_refuses_the_requests_own_principal(
 async def test_a_decision_recorded_but_never_passed_on_is_resumed_by_the_sweep(
     operated: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, nc: NATS
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(operated.ws_url, "carol", events=True) as carol:
-        request_id, approval = await ask_for_email(carol)
+    async with asked_to_email(operated, fake_llm, "carol") as (carol, request_id, approval):
         # What a gateway does first on a "yes", and all it did before it stopped: the decision
         # is in the approvals bucket; the request was neither moved nor told.
         kv = await nc.jetstream().key_value(Subjects(operated.namespace).bucket("approvals"))

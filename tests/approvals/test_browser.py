@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
+from tests.support.approvals import parked
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.fakes.site import FakeSite
-from tests.support.gateway_client import AuthClient, tokens_env
-from tests.support.harness import Conversation, System, llm_env
-from tests.support.workers_support import decide_tools, tool_results
+from tests.support.gateway_client import AuthClient
+from tests.support.harness import Conversation, System
+from tests.support.scripts import decide_tools, tool_results
+from tests.support.systems import Systems
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,31 +38,14 @@ def away_host_port(away: FakeSite) -> str:
 
 
 @pytest.fixture(scope="module")
-def gated(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path, site: FakeSite, away: FakeSite
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL,TOOLS",
-        "SIDEKICK_WORKER_LLM_MODEL": MODEL,
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_APPROVALS": "browser.new_domain=ask",
-        "SIDEKICK_EGRESS_ALLOW": f"{site.host_port},{away_host_port(away)}",
-        "BRAVE_SEARCH_API_KEY": "",
-        "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
-
-
-async def parked(client: AuthClient, request_id: str) -> dict[str, Any]:
-    """Read up to the request's next end, which must be a park on one approval."""
-    frames = await client.frames_until(
-        lambda f: "on_chat_model_end" in f and f.get("request_id") == request_id, 90
+def gated(systems: Systems, site: FakeSite, away: FakeSite) -> Iterator[System]:
+    yield from systems.run(
+        tools=MODEL,
+        keyless=True,
+        auth=True,
+        approvals="browser.new_domain=ask",
+        SIDEKICK_EGRESS_ALLOW=f"{site.host_port},{away_host_port(away)}",
     )
-    (asked,) = [f for f in frames if f.get("event") == "clarification"]
-    assert frames[-1]["status"] == "awaiting_clarification", frames[-1]
-    return dict(asked["approval"])
 
 
 def pages(site: FakeSite) -> list[str]:

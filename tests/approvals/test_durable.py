@@ -6,85 +6,44 @@ nats-server; an approval nobody answers expires and the email is declined with a
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from services.runtime.bus.natsserver import NatsServer
-from tests.support.approvals import answer, approval_env, ask_for_email, script_email, start
-from tests.support.fakes.http import Recorded, Response
+from tests.support.approvals import (
+    answer,
+    approved_then_killed,
+    ask_for_email,
+    asked_to_email,
+    emails_asked,
+)
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.fakes.sendgrid import SEND, FakeSendGrid
+from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, wait_status
 from tests.support.harness import System
+from tests.support.scripts import script_email
+from tests.support.systems import Systems
 
 pytestmark = pytest.mark.timeout(300)
 
 
-class HeldSendGrid(FakeSendGrid):
-    """SendGrid that, while `held`, takes each send and answers only once released."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held = False
-        self.arrived = threading.Event()
-        self.release = threading.Event()
-        self.route("POST", SEND, self._held_send)
-
-    def _held_send(self, rec: Recorded) -> Response:
-        if self.held:
-            self.arrived.set()
-            self.release.wait(60)
-        return self._send(rec)
-
-
 @pytest.fixture(scope="module")
-def own_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(store_dir=tmp_path_factory.mktemp("approvals-js")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def sendgrid() -> Iterator[HeldSendGrid]:
-    with HeldSendGrid() as fake:
-        yield fake
-        fake.release.set()
-
-
-@pytest.fixture(scope="module")
-def durable(
-    own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: HeldSendGrid, logs_dir: Path
-) -> Iterator[System]:
+def durable(systems: Systems, own_nats: NatsServer, sendgrid: FakeSendGrid) -> Iterator[System]:
     # A send that never answered counts as unknown after SIDEKICK_SENDGRID_TIMEOUT + 15 s.
-    env = approval_env(fake_llm, sendgrid, SIDEKICK_SENDGRID_TIMEOUT="3")
-    with start(own_nats.url, env, logs_dir) as sys_:
-        yield sys_
+    yield from emails_asked(systems, sendgrid, nats_url=own_nats.url, SIDEKICK_SENDGRID_TIMEOUT="3")
 
 
-@pytest.fixture(autouse=True)
-def _reset(sendgrid: HeldSendGrid) -> None:
-    sendgrid.reset()
-    sendgrid.held = False
-    sendgrid.arrived.clear()
-    sendgrid.release.clear()
+@pytest.fixture(scope="module")
+def impatient(systems: Systems, own_nats: NatsServer, sendgrid: FakeSendGrid) -> Iterator[System]:
+    yield from emails_asked(systems, sendgrid, nats_url=own_nats.url, SIDEKICK_APPROVAL_TIMEOUT="2")
 
 
 async def test_the_email_worker_killed_mid_send_after_approval_sends_exactly_one_email(
-    durable: System, fake_llm: FakeOpenAI, sendgrid: HeldSendGrid
+    durable: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(durable.ws_url, "heidi", events=True) as heidi:
-        request_id, _ = await ask_for_email(heidi)
-        sendgrid.held = True
-        await heidi.send({"uuid": heidi.uuid, "message": "yes", "reply_to": request_id})
-        assert await asyncio.to_thread(sendgrid.arrived.wait, 60), "the send never started"
-        durable.kill("workers")  # between the approval and SendGrid's answer
-        sendgrid.held = False
-        sendgrid.release.set()
-        await asyncio.to_thread(durable.restart, "workers")
+    async with asked_to_email(durable, fake_llm, "heidi") as (heidi, request_id, _):
+        await approved_then_killed(heidi, request_id, durable, sendgrid, "the send")
         done = await heidi.until_end_of(request_id, timeout=120)
     # The redelivered task found its approved send already started: not sent again.
     assert len(sendgrid.mails) == 1
@@ -93,7 +52,7 @@ async def test_the_email_worker_killed_mid_send_after_approval_sends_exactly_one
 
 
 async def test_a_parked_approval_survives_a_restart_of_every_service_and_of_nats(
-    durable: System, own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: HeldSendGrid
+    durable: System, own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
     script_email(fake_llm)
     async with AuthClient(durable.ws_url, "ivan", events=True) as ivan:
@@ -118,21 +77,10 @@ async def test_a_parked_approval_survives_a_restart_of_every_service_and_of_nats
     assert mail["content"][0]["value"] == approval["arguments"]["body"]
 
 
-@pytest.fixture(scope="module")
-def impatient(
-    own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: HeldSendGrid, logs_dir: Path
-) -> Iterator[System]:
-    env = approval_env(fake_llm, sendgrid, SIDEKICK_APPROVAL_TIMEOUT="2")
-    with start(own_nats.url, env, logs_dir) as sys_:
-        yield sys_
-
-
 async def test_an_approval_nobody_answers_expires_and_the_email_is_declined_with_a_note(
-    impatient: System, fake_llm: FakeOpenAI, sendgrid: HeldSendGrid
+    impatient: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(impatient.ws_url, "judy", events=True) as judy:
-        request_id, _ = await ask_for_email(judy)
+    async with asked_to_email(impatient, fake_llm, "judy") as (judy, request_id, _):
         done = await judy.until_end_of(request_id)
         late = await answer(judy, request_id, "yes")
     assert done.end["status"] == "completed"

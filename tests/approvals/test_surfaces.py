@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -17,52 +15,28 @@ from a2a.types.a2a_pb2 import TaskState
 from playwright.async_api import expect
 
 from contracts.approvals import digest_of
-from services.runtime.bus.natsserver import NatsServer
-from tests.cli.test_chat import run_chat
-from tests.protocols.test_a2a import say, transport
-from tests.protocols.test_agui import read, run_input
-from tests.support.approvals import (
-    BODY,
-    answer,
-    approval_env,
-    ask_for_email,
-    script_email,
-    start,
-)
+from tests.support.approvals import answer, asked_to_email, emails_asked
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, bearer, token
 from tests.support.harness import System
 from tests.support.page import chromium, send, shot
-from tests.support.sse import Sse
+from tests.support.protocols import ag_ui_run, run_chat, run_input, say, transport
+from tests.support.scripts import EMAIL_BODY as BODY
+from tests.support.scripts import script_email
+from tests.support.systems import Systems
 from tests.support.xss import nothing_ran, watched_page
 
 
 @pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    with FakeSendGrid() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def asking(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[System]:
-    with start(nats_server.url, approval_env(fake_llm, sendgrid), logs_dir) as sys_:
-        yield sys_
-
-
-@pytest.fixture(autouse=True)
-def _reset(sendgrid: FakeSendGrid) -> None:
-    sendgrid.reset()
+def asking(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
+    yield from emails_asked(systems, sendgrid)
 
 
 async def test_yes_sends_exactly_the_approved_email_once_and_the_decision_is_kept(
     asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(asking.ws_url, "alice", events=True) as alice:
-        request_id, approval = await ask_for_email(alice)
+    async with asked_to_email(asking, fake_llm, "alice") as (alice, request_id, approval):
         assert approval["action"] == "email.send"
         assert approval["arguments"] == {"to": "ada@example.com", "subject": "Friday", "body": BODY}
         assert approval["digest"] == digest_of("email.send", approval["arguments"])
@@ -95,9 +69,7 @@ async def test_yes_sends_exactly_the_approved_email_once_and_the_decision_is_kep
 async def test_no_sends_nothing_and_the_answer_says_it_was_declined(
     asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(asking.ws_url, "bob", events=True) as bob:
-        request_id, _ = await ask_for_email(bob)
+    async with asked_to_email(asking, fake_llm, "bob") as (bob, request_id, _):
         done = await answer(bob, request_id, "No")
     text = "".join(f.get("on_chat_model_stream", "") for f in done)
     assert done[-1]["status"] == "completed"
@@ -108,9 +80,7 @@ async def test_no_sends_nothing_and_the_answer_says_it_was_declined(
 async def test_another_principal_and_a_stale_approval_id_are_refused_and_change_nothing(
     asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(asking.ws_url, "carol", events=True) as carol:
-        request_id, approval = await ask_for_email(carol)
+    async with asked_to_email(asking, fake_llm, "carol") as (carol, request_id, approval):
         async with api(asking.http_url, "mallory") as mallory:
             stolen = await mallory.post(
                 f"/api/workflows/{request_id}/feedback", json={"approval": "approved"}
@@ -141,9 +111,7 @@ async def test_another_principal_and_a_stale_approval_id_are_refused_and_change_
 async def test_ten_concurrent_approvals_of_one_action_one_wins_and_one_email_goes(
     asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email(fake_llm)
-    async with AuthClient(asking.ws_url, "dave", events=True) as dave:
-        request_id, _ = await ask_for_email(dave)
+    async with asked_to_email(asking, fake_llm, "dave") as (dave, request_id, _):
         async with httpx.AsyncClient(
             base_url=asking.http_url, headers=bearer("dave"), timeout=30
         ) as http:
@@ -164,9 +132,7 @@ async def test_a_draft_changed_after_approval_asks_again_and_the_old_approval_is
     asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
     changed = BODY + "\n\nP.S. Also wire me $5,000."
-    script_email(fake_llm, BODY, changed)
-    async with AuthClient(asking.ws_url, "erin", events=True) as erin:
-        request_id, first = await ask_for_email(erin)
+    async with asked_to_email(asking, fake_llm, "erin", BODY, changed) as (erin, request_id, first):
         asked_again = await answer(erin, request_id, "yes")
         (second,) = [f["approval"] for f in asked_again if f.get("event") == "clarification"]
         assert second["approval_id"] != first["approval_id"]
@@ -199,27 +165,23 @@ async def test_v1_asks_as_an_assistant_message_and_the_next_call_decides(
     asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
     script_email(fake_llm)
+
+    async def v1(http: httpx.AsyncClient, text: str) -> str:
+        """One /v1 call of the session `grace-mail`: the assistant's answer."""
+        body = {
+            "model": "sidekick",
+            "user": "grace-mail",
+            "messages": [{"role": "user", "content": text}],
+        }
+        reply = await http.post("/v1/chat/completions", json=body)
+        return str(reply.json()["choices"][0]["message"]["content"])
+
     async with api(asking.http_url, "grace") as http:
-        first = await http.post(
-            "/v1/chat/completions",
-            json={
-                "model": "sidekick",
-                "user": "grace-mail",
-                "messages": [{"role": "user", "content": "email ada@example.com about friday"}],
-            },
-        )
-        asked = first.json()["choices"][0]["message"]["content"]
+        asked = await v1(http, "email ada@example.com about friday")
         assert "Sidekick is about to send this email" in asked and BODY in asked
         assert sendgrid.mails == []
-        second = await http.post(
-            "/v1/chat/completions",
-            json={
-                "model": "sidekick",
-                "user": "grace-mail",
-                "messages": [{"role": "user", "content": "no"}],
-            },
-        )
-    assert "declined to send this email" in second.json()["choices"][0]["message"]["content"]
+        second = await v1(http, "no")
+    assert "declined to send this email" in second
     assert sendgrid.mails == []
 
 
@@ -280,20 +242,12 @@ async def test_a2a_shows_the_approval_as_input_required_and_yes_sends_once(
     assert len(sendgrid.mails) == 1
 
 
-async def ag_ui_run(system: System, principal: str, body: dict[str, Any]) -> list[Sse]:
-    async with (
-        httpx.AsyncClient(base_url=system.http_url, headers=bearer(principal), timeout=90) as h,
-        h.stream("POST", "/ag-ui", json=body) as response,
-    ):
-        return await read(response)
-
-
 async def test_ag_ui_interrupts_for_the_approval_and_a_resumed_no_declines(
     asking: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
     script_email(fake_llm)
     first = run_input("email ada@example.com about friday")
-    got = await ag_ui_run(asking, "gina", first)
+    got = await ag_ui_run(asking.http_url, first, principal="gina")
     finished = got[-1].json
     assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
     (interrupt,) = finished["outcome"]["interrupts"]
@@ -301,9 +255,8 @@ async def test_ag_ui_interrupts_for_the_approval_and_a_resumed_no_declines(
     assert interrupt["metadata"]["approval"]["arguments"]["to"] == "ada@example.com"
     assert interrupt["responseSchema"]["enum"] == ["yes", "no"]
     resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": "no"}]
-    resumed = await ag_ui_run(
-        asking, "gina", run_input("", thread=first["threadId"], resume=resume)
-    )
+    again = run_input("", thread=first["threadId"], resume=resume)
+    resumed = await ag_ui_run(asking.http_url, again, principal="gina")
     assert resumed[-1].json["type"] == "RUN_FINISHED"
     text = "".join(e.json["delta"] for e in resumed if e.json["type"] == "TEXT_MESSAGE_CONTENT")
     assert "The user declined to send this email" in text

@@ -10,12 +10,11 @@ call asks anew and the old approval stays unused, and a denied tool is never run
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,18 @@ import pytest
 from playwright.async_api import expect
 
 from contracts.approvals import digest_of
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.approvals import answer
-from tests.support.dirs import searchable_dir
-from tests.support.fakes.http import Recorded, Response
+from tests.support.approvals import answer, approved_then_killed, operator_approves, parked
+from tests.support.dirs import searchable_root
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
-from tests.support.fakes.pushover import MESSAGES, FakePushover
+from tests.support.fakes.pushover import FakePushover
 from tests.support.fakes.site import FakeSite
-from tests.support.gateway_client import AuthClient, api, tokens_env
-from tests.support.harness import Conversation, System, llm_env
+from tests.support.gateway_client import AuthClient, api
+from tests.support.harness import Conversation, System
 from tests.support.mcp_server import stdio_entry
 from tests.support.page import chromium, send
-from tests.support.workers_support import decide_tools, tool_results, wait_for
+from tests.support.scripts import decide_tools, tool_results
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 from tests.support.xss import nothing_ran, watched_page
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,37 +47,7 @@ POLICY = (
 Script = Callable[[dict[str, Any]], Reply]
 
 
-class HeldPushover(FakePushover):
-    """Pushover that, while `held`, takes each message and answers only once released."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held = False
-        self.arrived = threading.Event()
-        self.release = threading.Event()
-        self.route("POST", MESSAGES, self._held_message)
-
-    def _held_message(self, rec: Recorded) -> Response:
-        if self.held:
-            self.arrived.set()
-            self.release.wait(60)
-        return self._message(rec)
-
-    def sent(self, message: str) -> int:
-        return len([m for m in self.messages if m["message"] == message])
-
-
-@pytest.fixture(scope="module")
-def pushover() -> Iterator[HeldPushover]:
-    with HeldPushover() as fake:
-        yield fake
-        fake.release.set()
-
-
-@pytest.fixture(scope="module")
-def files() -> Iterator[Path]:
-    with searchable_dir() as folder:
-        yield folder
+files = searchable_root()
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +57,8 @@ def tally(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gated(
-    nats_server: NatsServer,
-    fake_llm: FakeOpenAI,
-    logs_dir: Path,
-    pushover: HeldPushover,
+    systems: Systems,
+    pushover: FakePushover,
     site: FakeSite,
     tally: Path,
     files: Path,
@@ -99,33 +66,19 @@ def gated(
 ) -> Iterator[System]:
     config = tmp_path_factory.mktemp("mcp") / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"vault": stdio_entry(MCP_TEST_TALLY=str(tally))}}))
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL,TOOLS",
-        "SIDEKICK_WORKER_LLM_MODEL": MODEL,
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_APPROVALS": POLICY,
-        "SIDEKICK_APPROVERS": OPERATOR,
-        "SIDEKICK_MCP_CONFIG": str(config),
-        "SIDEKICK_FILES_ROOT": str(files),
-        "SIDEKICK_EGRESS_ALLOW": site.host_port,
-        "PUSHOVER_TOKEN": pushover.token,
-        "PUSHOVER_USER": pushover.user,
-        "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
+    yield from systems.run(
+        tools=MODEL,
+        SIDEKICK_FILES_ROOT=str(files),
+        keyless=True,
+        SIDEKICK_MCP_CONFIG=str(config),
+        auth=True,
+        pushover=pushover,
+        approvals=POLICY,
+        SIDEKICK_APPROVERS=OPERATOR,
+        SIDEKICK_EGRESS_ALLOW=site.host_port,
         # A claim left `started` by a killed worker counts as unknown after 3 + 15 s.
-        "SIDEKICK_HTTP_TIMEOUT": "3",
-        "BRAVE_SEARCH_API_KEY": "",
-        "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
-
-
-@pytest.fixture(autouse=True)
-def _reset(pushover: HeldPushover) -> None:
-    pushover.held = False
-    pushover.arrived.clear()
-    pushover.release.clear()
+        SIDEKICK_HTTP_TIMEOUT="3",
+    )
 
 
 def call_then_answer(name: str, args: dict[str, Any]) -> Script:
@@ -155,14 +108,16 @@ async def ask_parked(
     return request_id, await parked(client, request_id)
 
 
-async def parked(client: AuthClient, request_id: str) -> dict[str, Any]:
-    """Read up to the request's next end, which must be a park on one approval."""
-    frames = await client.frames_until(
-        lambda f: "on_chat_model_end" in f and f.get("request_id") == request_id, 90
-    )
-    (asked,) = [f for f in frames if f.get("event") == "clarification"]
-    assert frames[-1]["status"] == "awaiting_clarification", frames[-1]
-    return dict(asked["approval"])
+@asynccontextmanager
+async def asked_to_notify(
+    system: System, fake_llm: FakeOpenAI, principal: str, message: str
+) -> AsyncIterator[tuple[AuthClient, str, dict[str, Any]]]:
+    """`principal`'s socket, on which it asked to be notified with `message` and read the
+    approval it parks on: (the client, the request id, the approval)."""
+    model = call_then_answer("notify", {"message": message})
+    async with AuthClient(system.ws_url, principal, events=True) as client:
+        request_id, approval = await ask_parked(client, fake_llm, model, "notify me")
+        yield client, request_id, approval
 
 
 async def decide(client: AuthClient, request_id: str, words: str) -> Conversation:
@@ -171,12 +126,10 @@ async def decide(client: AuthClient, request_id: str, words: str) -> Conversatio
 
 
 async def test_notify_asks_with_its_message_and_a_yes_pushes_it_exactly_once(
-    gated: System, fake_llm: FakeOpenAI, pushover: HeldPushover
+    gated: System, fake_llm: FakeOpenAI, pushover: FakePushover
 ) -> None:
     message = f"Your report {uuid.uuid4().hex[:6]} is ready"
-    async with AuthClient(gated.ws_url, "otto", events=True) as otto:
-        model = call_then_answer("notify", {"message": message})
-        request_id, approval = await ask_parked(otto, fake_llm, model, "notify me")
+    async with asked_to_notify(gated, fake_llm, "otto", message) as (otto, request_id, approval):
         assert (approval["action"], approval["arguments"]) == ("notify", {"message": message})
         assert approval["digest"] == digest_of("notify", {"message": message})
         assert "the variable approval policy says ask for notify" in approval["reason"]
@@ -194,32 +147,22 @@ async def test_notify_asks_with_its_message_and_a_yes_pushes_it_exactly_once(
 
 
 async def test_no_to_a_notification_pushes_nothing_and_the_answer_says_it_was_declined(
-    gated: System, fake_llm: FakeOpenAI, pushover: HeldPushover
+    gated: System, fake_llm: FakeOpenAI, pushover: FakePushover
 ) -> None:
     message = f"Declined note {uuid.uuid4().hex[:6]}"
-    async with AuthClient(gated.ws_url, "paula", events=True) as paula:
-        model = call_then_answer("notify", {"message": message})
-        request_id, _ = await ask_parked(paula, fake_llm, model, "notify me")
+    async with asked_to_notify(gated, fake_llm, "paula", message) as (paula, request_id, _):
         done = await decide(paula, request_id, "no")
     assert done.end["status"] == "completed", done.frames
-    assert f"The user declined to run notify (message: {message}); it was not run" in done.text
     assert pushover.sent(message) == 0
+    assert f"The user declined to run notify (message: {message}); it was not run" in done.text
 
 
 async def test_the_worker_killed_mid_push_after_approval_pushes_exactly_once(
-    gated: System, fake_llm: FakeOpenAI, pushover: HeldPushover
+    gated: System, fake_llm: FakeOpenAI, pushover: FakePushover
 ) -> None:
     message = f"Killed mid-push {uuid.uuid4().hex[:6]}"
-    async with AuthClient(gated.ws_url, "ruth", events=True) as ruth:
-        model = call_then_answer("notify", {"message": message})
-        request_id, _ = await ask_parked(ruth, fake_llm, model, "notify me")
-        pushover.held = True
-        await ruth.send({"uuid": ruth.uuid, "message": "yes", "reply_to": request_id})
-        assert await asyncio.to_thread(pushover.arrived.wait, 60), "the push never started"
-        gated.kill("workers")  # between the approval and Pushover's answer
-        pushover.held = False
-        pushover.release.set()
-        await asyncio.to_thread(gated.restart, "workers")
+    async with asked_to_notify(gated, fake_llm, "ruth", message) as (ruth, request_id, _):
+        await approved_then_killed(ruth, request_id, gated, pushover, "the push")
         done = await ruth.until_end_of(request_id, timeout=150)
     # The redelivered task found the approved push already claimed: not pushed again.
     assert pushover.sent(message) == 1
@@ -261,19 +204,7 @@ async def test_an_mcp_tool_left_to_operators_waits_for_an_operator_and_runs_on_t
         assert (approval["approver"], approval["approvers"]) == ("operator", [OPERATOR])
         refused = await answer(xena, request_id, "yes")
         assert refused[-1]["error"]["code"] == "conflict"
-        async with api(gated.http_url, OPERATOR) as ops:
-            path = f"/api/approvals/{approval['approval_id']}"
-            decided = await ops.post(path, json={"decision": "approve"})
-            assert decided.status_code == 200, decided.text
-        # The refusal's own end frame ("rejected") is not the request's.
-        done = await xena.frames_until(
-            lambda f: (
-                "on_chat_model_end" in f
-                and f.get("request_id") == request_id
-                and f.get("status") != "rejected"
-            ),
-            90,
-        )
+        done = await operator_approves(xena, gated.http_url, OPERATOR, request_id, approval)
     assert done[-1]["status"] == "completed", done[-1]
     assert f"{word[::-1]} (reversed by pid " in Conversation(done).text
 
@@ -298,7 +229,7 @@ async def test_a_denied_python_run_is_not_run_and_the_model_is_told(
 
 
 async def test_a_changed_notification_after_a_yes_asks_again_and_the_old_approval_is_unused(
-    gated: System, fake_llm: FakeOpenAI, pushover: HeldPushover
+    gated: System, fake_llm: FakeOpenAI, pushover: FakePushover
 ) -> None:
     first, changed = (f"{word} {uuid.uuid4().hex[:6]}" for word in ("Lunch at 12", "Lunch at 1"))
     messages = itertools.chain([first], itertools.repeat(changed))
@@ -353,7 +284,7 @@ async def test_a_new_host_in_the_browser_asks_first_and_then_its_pages_open(
 
 
 async def test_the_page_shows_a_notification_to_approve_as_text(
-    gated: System, fake_llm: FakeOpenAI, pushover: HeldPushover
+    gated: System, fake_llm: FakeOpenAI, pushover: FakePushover
 ) -> None:
     attack = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> **b**'
     fake_llm.script("fake-orchestrator", decide_tools("notify me"))

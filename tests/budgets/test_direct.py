@@ -16,23 +16,19 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from nats.aio.client import Client as NATS
 
-from contracts import Subjects
-from services.runtime.budgets.accounts import Day, session_key
-from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.bus.kvstore import key_for
-from services.runtime.bus.natsserver import NatsServer
-from tests.budgets.test_live import budget_system, day_of
+from tests.support.budgets import as_estimated, day_of, session_of
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient
 from tests.support.harness import Conversation, System
-from tests.support.workers_support import wait_for
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 DAY = 3000
 ANSWER = 500  # max_tokens of an answer
@@ -40,27 +36,14 @@ RACERS = 8
 
 
 @pytest.fixture(scope="module")
-def direct(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with budget_system(
-        nats_server.url,
-        fake_llm,
-        logs_dir,
+def direct(systems: Systems) -> Iterator[System]:
+    yield from systems.run(
+        workers="GENERAL",
+        auth=True,
         SIDEKICK_BUDGET_DAILY_TOKENS=str(DAY),
         SIDEKICK_LLM_MAX_TOKENS_ANSWER=str(ANSWER),
         SIDEKICK_PRICES="fake-frontline=1:2",  # USD per million tokens in and out
-    ) as sys_:
-        yield sys_
-
-
-async def session_of(nc: NATS, system: System, principal: str, uuid: str) -> Day:
-    kv = await nc.jetstream().key_value(Subjects(system.namespace).bucket("budgets"))
-    entry = await kv.get(session_key(principal, f"{principal}/{uuid}"))
-    return Day.model_validate_json(entry.value or b"")
-
-
-def as_estimated(body: dict[str, Any]) -> tuple[int, int]:
-    """A call's usage as the frontline's hold counts it: the prompt estimated, the reply full."""
-    return prompt_estimate(body["messages"], body.get("tools")), int(body["max_tokens"])
+    )
 
 
 async def test_direct_answers_are_counted_in_the_day_and_the_session_once_each(

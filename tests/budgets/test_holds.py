@@ -1,20 +1,17 @@
-"""Holds against a real JetStream KV bucket: twenty concurrent holds of 100 tokens in a
-1,000-token day are granted exactly ten times (compare-and-set); the same step held again (a
-redelivery) is granted what it was, without a second hold; a step its request's hold covers
-writes nothing, one it does not replaces the hold; a request's count drops its hold;
-a hold whose request died lapses after its time, giving its room back; and a call its day or
-its session refuses leaves no hold in the other."""
+"""Holds against a JetStream KV bucket, in memory and on the real server: twenty concurrent
+holds of 100 tokens in a 1,000-token day are granted exactly ten times (compare-and-set); the
+same step held again (a redelivery) is granted what it was, without a second hold; a step its
+request's hold covers writes nothing, one it does not replaces the hold; a request's count drops
+its hold; a hold whose request died lapses after its time, giving its room back; and a call its
+day or its session refuses leaves no hold in the other."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from nats.aio.client import Client as NATS
-from nats.js.kv import KeyValue
 
 from contracts import Usage
 from services.runtime.base.settings import Settings
@@ -22,29 +19,21 @@ from services.runtime.budgets.accounts import Day, Days, day_key, session_key
 from services.runtime.budgets.asks import Ask
 from services.runtime.budgets.holds import hold, hold_both
 from services.runtime.budgets.limits import Limit
-from tests.support.workers_support import wait_for
+from tests.support.waits import wait_for
 
 LIMITS = (1000, 100.0)
-
-
-@pytest.fixture
-async def kv(nc: NATS) -> AsyncIterator[KeyValue]:
-    js = nc.jetstream()
-    name = f"holds_{uuid.uuid4().hex[:8]}"
-    yield await js.create_key_value(bucket=name)
-    await js.delete_key_value(name)
 
 
 def ask(step: str = "decide", tokens: int = 100, used: int = 0) -> Ask:
     return Ask(step, used, 0.0, tokens, tokens, 0.0)
 
 
-async def stored(kv: KeyValue) -> Day:
+async def stored(kv: Any) -> Day:
     return Day.model_validate_json((await kv.get("day")).value or b"")
 
 
 async def test_twenty_concurrent_holds_of_a_tenth_of_the_day_are_granted_exactly_ten_times(
-    kv: KeyValue,
+    kv: Any,
 ) -> None:
     got = await asyncio.gather(
         *(hold(kv, "day", f"r{i}", ask(), LIMITS, "daily", 60) for i in range(20))
@@ -60,7 +49,7 @@ async def test_twenty_concurrent_holds_of_a_tenth_of_the_day_are_granted_exactly
 
 
 async def test_a_step_held_again_is_granted_the_same_and_a_count_drops_the_hold(
-    kv: KeyValue,
+    kv: Any,
 ) -> None:
     assert await hold(kv, "day", "r1", ask("task:1", 600), LIMITS, "daily", 60) == 600
     assert await hold(kv, "day", "r1", ask("task:1", 600), LIMITS, "daily", 60) == 600
@@ -75,7 +64,7 @@ async def test_a_step_held_again_is_granted_the_same_and_a_count_drops_the_hold(
     assert fresh and day.held == {} and day.committed(time.time()) == (70, 0.0)
 
 
-async def test_a_hold_whose_request_died_lapses_after_its_time(kv: KeyValue) -> None:
+async def test_a_hold_whose_request_died_lapses_after_its_time(kv: Any) -> None:
     assert await hold(kv, "day", "dead", ask("task:1", 950), LIMITS, "daily", 1.0) == 950
     taken = time.monotonic()
     assert isinstance(await hold(kv, "day", "alive", ask(), LIMITS, "daily", 60), Limit)
@@ -93,7 +82,7 @@ async def test_a_hold_whose_request_died_lapses_after_its_time(kv: KeyValue) -> 
     [(1000, 150, "session tokens"), (150, 1000, "daily tokens")],
 )
 async def test_a_call_refused_by_its_day_or_its_session_leaves_no_hold_in_the_other(
-    kv: KeyValue, day: int, session: int, refused_by: str
+    kv: Any, day: int, session: int, refused_by: str
 ) -> None:
     settings = Settings(budget_daily_tokens=day, budget_session_tokens=session)
     who = ("pat", "pat/s1")

@@ -13,34 +13,30 @@ from typing import Any
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
-from tests.budgets.test_live import budget_system
-from tests.support.dirs import searchable_dir
+from tests.support.dirs import searchable_root
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.gateway_client import AuthClient, api
 from tests.support.harness import System
-from tests.support.workers_support import decide_tools, tool_results
+from tests.support.scripts import decide_tools, tool_results
+from tests.support.systems import Systems
 
 SESSION_TOKENS = 20_000
 
 
+files = searchable_root()
+
+
 @pytest.fixture(scope="module")
-def limited(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with (
-        searchable_dir() as files,
-        budget_system(
-            nats_server.url,
-            fake_llm,
-            logs_dir,
-            SIDEKICK_WORKERS="GENERAL,TOOLS",
-            SIDEKICK_FILES_ROOT=str(files),
-            SIDEKICK_BUDGET_REQUEST_TOOL_CALLS="3",
-            SIDEKICK_BUDGET_SESSION_TOKENS=str(SESSION_TOKENS),
-            SIDEKICK_LLM_MAX_TOKENS_SHORT="500",
-            SIDEKICK_LLM_MAX_TOKENS_ANSWER="500",
-        ) as sys_,
-    ):
-        yield sys_
+def limited(systems: Systems, files: Path) -> Iterator[System]:
+    yield from systems.run(
+        workers="GENERAL,TOOLS",
+        auth=True,
+        SIDEKICK_FILES_ROOT=str(files),
+        SIDEKICK_BUDGET_REQUEST_TOOL_CALLS="3",
+        SIDEKICK_BUDGET_SESSION_TOKENS=str(SESSION_TOKENS),
+        SIDEKICK_LLM_MAX_TOKENS_SHORT="500",
+        SIDEKICK_LLM_MAX_TOKENS_ANSWER="500",
+    )
 
 
 async def test_a_tool_loop_that_reaches_the_tool_calls_budget_ends_partial_naming_it(

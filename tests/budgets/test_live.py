@@ -10,49 +10,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from services.runtime.budgets.accounts import Day, day_key
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI, verdict
-from tests.support.gateway_client import AuthClient, api, tokens_env
-from tests.support.harness import System, llm_env
-from tests.support.scripts import evaluator_held
-from tests.support.workers_support import wait_for
-
-
-def budget_system(nats_url: str, fake_llm: FakeOpenAI, logs: Path, **env: str) -> System:
-    full = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL",
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        **env,
-    }
-    return System(nats_url, full, logs).start_all()
+from tests.support.budgets import day_of
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.gateway_client import AuthClient, api
+from tests.support.harness import System
+from tests.support.scripts import evaluator_held, verdict
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 
 @pytest.fixture(scope="module")
-def three_calls(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with budget_system(
-        nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_REQUEST_CALLS="3"
-    ) as sys_:
-        yield sys_
+def three_calls(systems: Systems) -> Iterator[System]:
+    yield from systems.run(workers="GENERAL", auth=True, SIDEKICK_BUDGET_REQUEST_CALLS="3")
 
 
 @pytest.fixture(scope="module")
-def small_day(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with budget_system(
-        nats_server.url,
-        fake_llm,
-        logs_dir,
+def small_day(systems: Systems) -> Iterator[System]:
+    yield from systems.run(
+        workers="GENERAL",
+        auth=True,
         SIDEKICK_BUDGET_DAILY_TOKENS="10000",
         SIDEKICK_PRICES="fake-worker=1:2",  # USD per million tokens in and out
-    ) as sys_:
-        yield sys_
+    )
 
 
 async def test_a_budget_that_runs_out_after_attempt_1_of_3_ends_partial_naming_the_limit(
@@ -106,12 +90,6 @@ async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
     async with api(small_day.http_url, "carol") as http:  # another principal's day is its own
         other = await http.post("/api/workflows", json={"text": "search the tides"})
         assert other.status_code == 201, other.text
-
-
-async def day_of(nc: NATS, system: System, principal: str) -> Day:
-    kv = await nc.jetstream().key_value(Subjects(system.namespace).bucket("budgets"))
-    entry = await kv.get(day_key(principal))
-    return Day.model_validate_json(entry.value or b"")
 
 
 async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verdict_is_exact(

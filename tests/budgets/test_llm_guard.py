@@ -23,15 +23,7 @@ DECISION = {"route_to_orchestrator": True, "reason": "x"}
 
 def client(fake: FakeOpenAI, *, fallback: bool = False) -> LLMClient:
     spare = LLMConfig(role="frontline", base_url=fake.base_url, api_key="k", model="fake-spare")
-    cfg = LLMConfig(
-        role="frontline",
-        base_url=fake.base_url,
-        api_key="k",
-        model="fake-frontline",
-        max_tokens_short=64,
-        fallback=spare if fallback else None,
-    )
-    return LLMClient(cfg, timeout=10, max_retries=0)
+    return fake.client(max_tokens_short=64, fallback=spare if fallback else None)
 
 
 class Calls:

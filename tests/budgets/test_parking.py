@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,37 +16,24 @@ from nats.aio.client import Client as NATS
 from nats.js.errors import NoKeysError
 from nats.js.kv import KeyValue
 
-from contracts import Subjects
 from services.runtime.budgets.accounts import Day, Hold, day_key
 from services.runtime.budgets.holds import PARKED
 from services.runtime.bus.kvstore import key_for
-from services.runtime.bus.natsserver import NatsServer
+from tests.support.budgets import bucket
 from tests.support.fakes.brave import FakeBrave
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, research_plan
-from tests.support.gateway_client import api, tokens_env, wait_status
-from tests.support.harness import System, llm_env
-from tests.support.workers_support import schema_of, wait_for
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.gateway_client import api, wait_status
+from tests.support.harness import System
+from tests.support.scripts import research_plan, schema_of
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 PLANNED = 18  # the planner's one call: 11 tokens in, 7 out
 
 
 @pytest.fixture(scope="module")
-def research_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, fake_brave: FakeBrave, logs_dir: Path
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "BRAVE_SEARCH_API_KEY": fake_brave.token,
-        "SIDEKICK_BRAVE_BASE_URL": fake_brave.url,
-        "SIDEKICK_WORKERS": "RESEARCH",
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
-
-
-async def bucket(nc: NATS, system: System) -> KeyValue:
-    return await nc.jetstream().key_value(Subjects(system.namespace).bucket("budgets"))
+def research_system(systems: Systems, fake_brave: FakeBrave) -> Iterator[System]:
+    yield from systems.run(workers="RESEARCH", auth=True, brave=fake_brave)
 
 
 async def holds_of(kv: KeyValue, principal: str, request_id: str) -> list[Hold | None]:

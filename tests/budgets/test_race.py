@@ -15,34 +15,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
 
-from services.runtime.bus.natsserver import NatsServer
-from tests.budgets.test_direct import as_estimated
-from tests.budgets.test_live import budget_system, day_of
+from tests.support.budgets import as_estimated, day_of
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import AuthClient
 from tests.support.harness import Conversation, System
+from tests.support.systems import Systems
 
 DAY = 15_000
+REPLY = "500"  # max_tokens of every reply
 WORDS = ("tides", "moon", "harbour", "lighthouse", "ferries", "dunes")
 
 
 @pytest.fixture(scope="module")
-def race(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with budget_system(
-        nats_server.url,
-        fake_llm,
-        logs_dir,
+def race(systems: Systems) -> Iterator[System]:
+    yield from systems.run(
+        workers="GENERAL",
+        auth=True,
+        SIDEKICK_LLM_MAX_TOKENS_SHORT=REPLY,
+        SIDEKICK_LLM_MAX_TOKENS_ANSWER=REPLY,
         SIDEKICK_BUDGET_DAILY_TOKENS=str(DAY),
-        SIDEKICK_LLM_MAX_TOKENS_SHORT="500",
-        SIDEKICK_LLM_MAX_TOKENS_ANSWER="500",
-    ) as sys_:
-        yield sys_
+    )
 
 
 async def one_request(system: System, word: str) -> Conversation | dict[str, Any]:

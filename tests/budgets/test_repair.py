@@ -9,61 +9,38 @@ SENT. Every fake model call reports 11 tokens in and 7 out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from services.runtime.budgets.accounts import Day, day_key
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.gateway_client import AuthClient, tokens_env
+from tests.support.gateway_client import AuthClient
 from tests.support.harness import System
-from tests.support.workers_support import decide, schema_of, start_system
+from tests.support.scripts import decide, invalid_once
+from tests.support.systems import Systems
+from tests.support.workers_support import every_kind
 
 DRAFT = {"subject": "The plan", "body": "Hi Cy, it is on."}
 
 
 @pytest.fixture(scope="module")
-def two_calls(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+def two_calls(systems: Systems) -> Iterator[System]:
     # The decision and the draft: nothing left for a repair.
-    with start_system(
-        nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_REQUEST_CALLS="2"
-    ) as sys_:
-        yield sys_
+    yield from every_kind(systems, SIDEKICK_BUDGET_REQUEST_CALLS="2")
 
 
 @pytest.fixture(scope="module")
-def one_call(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+def one_call(systems: Systems) -> Iterator[System]:
     # The decision, and nothing more.
-    with start_system(
-        nats_server.url,
-        fake_llm,
-        logs_dir,
-        SIDEKICK_BUDGET_REQUEST_CALLS="1",
-        SIDEKICK_AUTH_TOKENS=tokens_env(),
-    ) as sys_:
-        yield sys_
+    yield from every_kind(systems, auth=True, SIDEKICK_BUDGET_REQUEST_CALLS="1")
 
 
 @pytest.fixture(scope="module")
-def roomy(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with start_system(nats_server.url, fake_llm, logs_dir) as sys_:
-        yield sys_
-
-
-def invalid_once(bad: str) -> Callable[[dict[str, Any]], Any]:
-    """The worker's replies: `bad` for its first draft, a valid draft after."""
-    replies = iter([bad])
-
-    def script(body: dict[str, Any]) -> Any:
-        assert schema_of(body) == "EmailDraft", body
-        return next(replies, DRAFT)
-
-    return script
+def roomy(systems: Systems) -> Iterator[System]:
+    yield from every_kind(systems)
 
 
 def email_cy(fake_llm: FakeOpenAI, bad: str) -> None:
@@ -71,7 +48,7 @@ def email_cy(fake_llm: FakeOpenAI, bad: str) -> None:
         "fake-orchestrator",
         decide("EMAIL", "Email Cy the plan", to="cy@example.com", body="the plan is on"),
     )
-    fake_llm.script("fake-worker", invalid_once(bad))
+    fake_llm.script("fake-worker", invalid_once("EmailDraft", bad, DRAFT))
 
 
 async def test_an_invalid_draft_is_not_repaired_when_the_budget_allows_no_more_calls(

@@ -9,40 +9,29 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from contracts.events import TaskBudget
-from services.runtime.base.settings import LLMConfig
-from services.runtime.bus.natsserver import NatsServer
-from services.runtime.llm import LLMClient
 from services.runtime.llm.calls import call_maximum
 from services.workers.research import ResearchWorker
 from services.workers.settings import WorkerSettings
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.gateway_client import api, tokens_env, wait_status
-from tests.support.harness import System, llm_env
-from tests.support.workers_support import schema_of, task, unconnected_deps
+from tests.support.gateway_client import api, wait_status
+from tests.support.harness import System
+from tests.support.scripts import schema_of
+from tests.support.systems import Systems
+from tests.support.workers_support import task, unconnected_deps
 
 STOP = "Note: this request stopped at its model calls budget (1 of the 1 left to this request)."
 
 
 @pytest.fixture(scope="module")
-def one_call(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, fake_brave: FakeBrave, logs_dir: Path
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "BRAVE_SEARCH_API_KEY": fake_brave.token,
-        "SIDEKICK_BRAVE_BASE_URL": fake_brave.url,
-        "SIDEKICK_WORKERS": "RESEARCH",
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_BUDGET_REQUEST_CALLS": "1",
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+def one_call(systems: Systems, fake_brave: FakeBrave) -> Iterator[System]:
+    yield from systems.run(
+        workers="RESEARCH", auth=True, brave=fake_brave, SIDEKICK_BUDGET_REQUEST_CALLS="1"
+    )
 
 
 async def test_a_research_workflow_out_of_budget_after_its_plan_ends_partial_with_sources(
@@ -84,15 +73,7 @@ async def test_a_plan_invalid_once_is_not_repaired_when_the_budget_allows_no_mor
 def research(fake_llm: FakeOpenAI, brave: FakeBrave) -> ResearchWorker:
     """The worker, its plans' replies limited to 100 tokens and its answers' to 1,000."""
     settings = WorkerSettings(brave_api_key=brave.token, brave_base_url=brave.url)
-    config = LLMConfig(
-        role="worker",
-        base_url=fake_llm.base_url,
-        api_key="test-key",
-        model="fake-worker",
-        max_tokens_short=100,
-        max_tokens_answer=1000,
-    )
-    llm = LLMClient(config, timeout=10, max_retries=0)
+    llm = fake_llm.client("worker", "fake-worker", max_tokens_short=100, max_tokens_answer=1000)
     return ResearchWorker(replace(unconnected_deps(fake_llm, ""), llm=llm), settings)
 
 

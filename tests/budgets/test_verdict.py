@@ -10,45 +10,30 @@ reports 11 tokens in and 7 out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI, verdict
-from tests.support.harness import System, llm_env
-from tests.support.workers_support import schema_of
+from tests.support.fakes.openai_server import FakeOpenAI, Script
+from tests.support.harness import System
+from tests.support.scripts import invalid_once, verdict
+from tests.support.systems import Systems
 
 
 @pytest.fixture(scope="module")
-def three_calls(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL",
-        "SIDEKICK_CACHE_ENABLED": "false",
-        "SIDEKICK_BUDGET_REQUEST_CALLS": "3",
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+def three_calls(systems: Systems) -> Iterator[System]:
+    yield from systems.run(workers="GENERAL", SIDEKICK_BUDGET_REQUEST_CALLS="3")
 
 
-def invalid_once(bad: str = "this is not a verdict") -> Callable[[dict[str, Any]], Any]:
+def invalid_verdict(bad: str = "this is not a verdict") -> Script:
     """The evaluator's replies: `bad` (no verdict) at first, a passing verdict after."""
-    replies = iter([bad])
-
-    def script(body: dict[str, Any]) -> Any:
-        assert schema_of(body) == "Verdict", body
-        return next(replies, None) or verdict(True, 90, "Looks good.")
-
-    return script
+    return invalid_once("Verdict", bad, verdict(True, 90, "Looks good."))
 
 
 async def test_an_invalid_verdict_is_not_repaired_when_the_budget_allows_no_more_calls(
     three_calls: System, fake_llm: FakeOpenAI
 ) -> None:
-    fake_llm.script("fake-evaluator", invalid_once())
+    fake_llm.script("fake-evaluator", invalid_verdict())
     convo = await three_calls.ask("search for the opening hours of the tide museum")
     assert len(fake_llm.chat_calls("fake-worker")) == 1
     assert len(fake_llm.chat_calls("fake-evaluator")) == 1  # the verdict; its repair was not made
@@ -69,7 +54,7 @@ async def test_an_invalid_verdict_is_repaired_where_the_budget_has_room(
 ) -> None:
     # About 3,000 tokens sent back in the repair: more than one call's hold has room for, so
     # this passes only because the evaluation's step holds two calls' maximum.
-    fake_llm.script("fake-evaluator", invalid_once("not a verdict " * 1000))
+    fake_llm.script("fake-evaluator", invalid_verdict("not a verdict " * 1000))
     convo = await system.ask("search for the closing hours of the tide museum")
     calls = fake_llm.chat_calls("fake-evaluator")
     assert len(calls) == 2, convo.frames  # the verdict and its repair

@@ -9,18 +9,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.gateway_client import AuthClient, api, token, tokens_env, wait_status
-from tests.support.harness import ROOT, System, llm_env
+from tests.support.gateway_client import AuthClient, api, token, wait_status
+from tests.support.harness import System, sidekick
+from tests.support.systems import Systems
 
 # USD per million tokens (in, out) of each fake role's model.
 PRICES = {
@@ -41,20 +40,11 @@ def priced(usage: dict[str, Any]) -> float:
 
 
 @pytest.fixture(scope="module")
-def priced_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, fake_brave: FakeBrave, logs_dir: Path
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "BRAVE_SEARCH_API_KEY": fake_brave.token,
-        "SIDEKICK_BRAVE_BASE_URL": fake_brave.url,
-        "SIDEKICK_WORKERS": "GENERAL,RESEARCH",
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_CACHE_ENABLED": "false",
-        "SIDEKICK_PRICES": ";".join(f"{m}={i}:{o}" for m, (i, o) in PRICES.items()),
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+def priced_system(systems: Systems, fake_brave: FakeBrave) -> Iterator[System]:
+    prices = ";".join(f"{m}={i}:{o}" for m, (i, o) in PRICES.items())
+    yield from systems.run(
+        workers="GENERAL,RESEARCH", auth=True, brave=fake_brave, SIDEKICK_PRICES=prices
+    )
 
 
 async def test_the_cost_is_in_the_end_frame_the_workflows_state_and_v1(
@@ -119,14 +109,7 @@ def sidekick_eval(system: System, cases: Path, out: Path) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
     args = ["--url", system.ws_url, "--token", token("oscar"), "--cases", str(cases)]
     args += ["--modes", "single", "--json", str(out)]
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", "eval", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**env, "COLUMNS": "160"},
-        timeout=180,
-    )
+    return sidekick("eval", *args, env={**env, "COLUMNS": "160"}, timeout=180)
 
 
 def test_eval_reports_each_cases_cost_as_the_system_priced_it_and_marks_estimates(

@@ -19,31 +19,12 @@ from typing import Any
 from rich.console import Console
 
 from services.cli.chatview import RichView, split_sources
-from tests.support.fakes.openai_server import FakeOpenAI, verdict
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import ROOT, System
-from tests.support.scripts import evaluator_asks, evaluator_held, in_turn
-from tests.support.workers_support import decide
+from tests.support.protocols import chat_env, run_chat
+from tests.support.scripts import decide, evaluator_asks, evaluator_held, in_turn, verdict
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def chat_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def run_chat(system: System, lines: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`sidekick chat` with its input and output on pipes, as in `... | sidekick chat | ...`."""
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", "chat", "--url", system.ws_url, *args],
-        input=lines,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=chat_env(),
-        timeout=120,
-    )
 
 
 def test_through_a_pipe_it_prints_plain_answers_steps_and_outcomes(

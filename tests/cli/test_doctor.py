@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,12 @@ from services.runtime.base.settings import ROLES, Settings
 from services.runtime.bus.natsserver import NatsServer
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.brave import FakeBrave
-from tests.support.fakes.openai_server import FakeOpenAI, structured
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.pushover import FakePushover
-from tests.support.harness import ROOT, free_port
+from tests.support.harness import free_port, sidekick
 from tests.support.lockednats import LockedNats
 from tests.support.mcp_server import TOOLS, stdio_entry
+from tests.support.scripts import structured
 
 KEY = "sk-doctor"
 OWN = ("SIDEKICK_", "OPENAI_", "BRAVE_", "SENDGRID_", "PUSHOVER_")
@@ -64,14 +64,7 @@ def env(
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", "doctor", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return sidekick("doctor", *args, env=env)
 
 
 def report(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any]]:

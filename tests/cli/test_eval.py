@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,9 @@ from services.evals.cases import (
     load_cases,
     run_checks,
 )
-from tests.support.fakes.openai_server import FakeOpenAI, all_text, verdict
-from tests.support.harness import ROOT, System, llm_env
-from tests.support.workers_support import decide
+from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.harness import System, llm_env, sidekick
+from tests.support.scripts import all_text, decide, verdict
 
 CASES = [
     {
@@ -109,14 +108,7 @@ def eval_env(fake_llm: FakeOpenAI) -> dict[str, str]:
 def sidekick_eval(
     fake_llm: FakeOpenAI, *args: str, timeout: float = 240
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", "eval", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**eval_env(fake_llm), "COLUMNS": "140"},
-        timeout=timeout,
-    )
+    return sidekick("eval", *args, env={**eval_env(fake_llm), "COLUMNS": "140"}, timeout=timeout)
 
 
 @pytest.fixture

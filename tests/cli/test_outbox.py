@@ -16,21 +16,16 @@ from contracts import Subjects
 from contracts.email import OutboxEntry
 from services.runtime.requests import outbox
 from tests.support.gateway_client import token
-from tests.support.harness import ROOT, System
+from tests.support.harness import ROOT, System, sidekick
 
 
 async def sidekick_outbox(
     gateway: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    # No SIDEKICK_TOKEN from the caller's environment.
+    clean = {"PATH": "/usr/bin:/bin", **(env or {})}
     return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "services.cli", "outbox", "--url", gateway, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", **(env or {})},  # no SIDEKICK_TOKEN from the caller's
+        sidekick, "outbox", "--url", gateway, *args, env=clean, timeout=60
     )
 
 

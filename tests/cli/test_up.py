@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import Client
+from tests.support.scripts import last_user
 from tests.support.upproc import Up, alive, children_of, cmdline
 
 

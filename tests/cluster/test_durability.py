@@ -7,47 +7,31 @@ import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import ChatRequested, Subjects, WorkerResult, new_id
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
-from tests.support.harness import System, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.harness import System
 from tests.support.probe import Probe
+from tests.support.scripts import verdict
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 SERVICES = ("frontline", "orchestrator", "evaluator", "workers")
 
 
-def start(nats_server: NatsServer, fake: FakeOpenAI, logs: Path, **env: str) -> System:
-    return System(nats_server.url, {**llm_env(fake.base_url), **env}, logs).start_all(
-        services=SERVICES
-    )
-
-
 @pytest.fixture(scope="module")
-def bus_system(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    sys_ = start(nats_server, fake_llm, logs_dir, SIDEKICK_CACHE_ENABLED="true")
-    yield sys_
-    sys_.stop()
+def bus_system(systems: Systems) -> Iterator[System]:
+    yield from systems.run(services=SERVICES, SIDEKICK_CACHE_ENABLED="true")
 
 
 @pytest.fixture
 async def probe(nc: NATS, bus_system: System) -> AsyncIterator[Probe]:
-    p = await Probe(nc, bus_system.namespace).start()
-    yield p
-    await p.stop()
-
-
-async def wait_until(predicate: Any, timeout: float = 30) -> None:
-    async def loop() -> None:
-        while not predicate():  # noqa: ASYNC110 - the fake's records are not awaitable
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(loop(), timeout)
+    async with Probe(nc, bus_system.namespace) as probe:
+        yield probe
 
 
 def needs_input(question: str) -> dict[str, Any]:
@@ -121,7 +105,7 @@ async def test_cancel_between_attempts_runs_no_further_attempt(
         "fake-evaluator", lambda body: Reply(json.dumps(verdict(False, 10, "redo")), wait=hold)
     )
     rid = await probe.ask("search for a cancellable thing", session_id="anonymous/cancel2")
-    await wait_until(lambda: bool(fake_llm.chat_calls("fake-evaluator")))
+    await wait_for(lambda: bool(fake_llm.chat_calls("fake-evaluator")))
     await probe.cancel(rid, "anonymous/cancel2")
     ended = await probe.wait_kind(rid, "request.cancelled")
     hold.set()  # the failing verdict arrives after the cancel
@@ -219,18 +203,10 @@ async def test_a_poison_message_ends_in_the_dead_letter_stream(probe: Probe, nc:
 
 
 @pytest.fixture(scope="module")
-def impatient_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
-) -> Iterator[System]:
-    sys_ = start(
-        nats_server,
-        fake_llm,
-        logs_dir,
-        SIDEKICK_CLARIFICATION_TIMEOUT="1",
-        SIDEKICK_MAX_DELIVER="2",
+def impatient_system(systems: Systems) -> Iterator[System]:
+    yield from systems.run(
+        services=SERVICES, SIDEKICK_CLARIFICATION_TIMEOUT="1", SIDEKICK_MAX_DELIVER="2"
     )
-    yield sys_
-    sys_.stop()
 
 
 async def test_a_parked_request_times_out_with_a_clear_status(

@@ -13,7 +13,6 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,11 +20,13 @@ from nats.aio.client import Client as NATS
 
 from contracts import FINAL_STATUSES
 from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.harness import ROOT, System, llm_env
+from tests.support.harness import ROOT, System
 from tests.support.natscluster import finals_by_request
 from tests.support.probe import Probe
+from tests.support.scripts import decision, emailing, last_user, verdict
+from tests.support.systems import Systems, sending_freely
 
 REQUESTS = 60
 EMAIL_EVERY = 4  # every 4th request sends an email
@@ -33,31 +34,16 @@ SERVICE_ORDER = ["orchestrator", "workers", "evaluator", "frontline", "gateway"]
 
 
 @pytest.fixture(scope="module")
-def own_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(store_dir=tmp_path_factory.mktemp("fault-js")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def faulty(
-    own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL,EMAIL",
-        "SENDGRID_API_KEY": sendgrid.key,
-        "SENDGRID_FROM_EMAIL": "sidekick@example.com",
-        "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
-        # Faults, not approvals, are tested here.
-        "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
-        "SIDEKICK_MAX_DELIVER": "20",
-        "SIDEKICK_ACK_WAIT": "4",
-        "SIDEKICK_LLM_MAX_RETRIES": "3",
-        "SIDEKICK_LLM_TIMEOUT": "90",  # model calls are held until the faults are over
-    }
-    with System(own_nats.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+def faulty(systems: Systems, own_nats: NatsServer, sendgrid: FakeSendGrid) -> Iterator[System]:
+    yield from sending_freely(
+        systems,
+        sendgrid,
+        nats_url=own_nats.url,
+        SIDEKICK_MAX_DELIVER="20",
+        SIDEKICK_ACK_WAIT="4",
+        SIDEKICK_LLM_MAX_RETRIES="3",
+        SIDEKICK_LLM_TIMEOUT="90",  # model calls are held until the faults are over
+    )
 
 
 def script(fake: FakeOpenAI, hold: threading.Event) -> None:
@@ -68,26 +54,10 @@ def script(fake: FakeOpenAI, hold: threading.Event) -> None:
 
     def orchestrator(body: dict[str, Any]) -> Any:
         text = last_user(body)
-        if "email" in text:
-            n = text.split("#")[1].split()[0]
-            decision = {
-                "worker_type": "EMAIL",
-                "task_description": f"email number {n}",
-                "parameters": [
-                    {"name": "to", "value": f"user{n}@example.com"},
-                    {"name": "subject", "value": f"Report {n}"},
-                    {"name": "body", "value": "say the report is ready"},
-                ],
-                "success_criteria": "sent",
-            }
-        else:
-            decision = {
-                "worker_type": "GENERAL",
-                "task_description": text.split("\n")[1],
-                "parameters": [],
-                "success_criteria": "an answer",
-            }
-        return Reply(json.dumps(decision), delay=0.1)
+        chosen = emailing(text, "user{n}@example.com") or decision(
+            "GENERAL", text.split("\n")[1], "an answer"
+        )
+        return Reply(json.dumps(chosen), delay=0.1)
 
     def worker(body: dict[str, Any]) -> Any:
         if body.get("response_format"):

@@ -5,22 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from typing import Any
 
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import Client, System
-
-
-async def wait_for(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.05)
+from tests.support.scripts import verdict
+from tests.support.waits import wait_for
 
 
 async def terminal_events(nc: NATS, namespace: str, request_id: str) -> list[dict[str, Any]]:

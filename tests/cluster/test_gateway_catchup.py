@@ -14,9 +14,7 @@ import contextlib
 import json
 import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -24,10 +22,14 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from services.runtime.bus.core import OUTAGE_ERRORS
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
-from tests.support.harness import Client, llm_env
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.harness import Client, System
 from tests.support.natscluster import ClusterSystem, NatsCluster, finals_by_request
+from tests.support.protocols import ag_ui_stream, run_input
+from tests.support.scripts import last_user, verdict
 from tests.support.sse import events
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -42,41 +44,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
 
 
 @pytest.fixture(scope="module")
-def split(cluster: NatsCluster, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[ClusterSystem]:
+def split(systems: Systems, cluster: NatsCluster) -> Iterator[System]:
     """The gateway on node n0 only; every other service on n1 and n2."""
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL",
-        "SIDEKICK_LLM_TIMEOUT": "60",
-        "SIDEKICK_MAX_DELIVER": "20",
-    }
-    others = ",".join(n.url for n in cluster.nodes[1:])
-    system = ClusterSystem(
-        others, env, logs_dir, namespace=NAMESPACE, service_urls={"gateway": cluster.nodes[0].url}
+    yield from systems.run(
+        nats_url=",".join(n.url for n in cluster.nodes[1:]),
+        cluster=cluster,
+        namespace=NAMESPACE,
+        service_urls={"gateway": cluster.nodes[0].url},
+        workers="GENERAL",
+        SIDEKICK_LLM_TIMEOUT="60",
+        SIDEKICK_MAX_DELIVER="20",
     )
-    system.cluster = cluster
-    with system.start_all():
-        yield system
 
 
 @pytest.fixture
 async def admin(cluster: NatsCluster) -> AsyncIterator[NATS]:
     """The admin on n1 and n2 (it reads the results stream while n0 is down)."""
-    nc = NATS()
-
-    async def quiet(_: Exception) -> None:
-        pass
-
-    await nc.connect(
-        servers=[n.url for n in cluster.nodes[1:]],
-        user="admin",
-        password=cluster.creds.passwords["admin"],
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=1,
-        error_cb=quiet,
-    )
-    yield nc
-    await nc.close()
+    async with cluster.admin(cluster.nodes[1:]) as nc:
+        yield nc
 
 
 def script(fake: FakeOpenAI, hold: threading.Event) -> None:
@@ -105,14 +90,6 @@ def script(fake: FakeOpenAI, hold: threading.Event) -> None:
 
     fake.script("fake-worker", worker)
     fake.script("fake-evaluator", lambda body: Reply(json.dumps(verdict(True, 90, "ok"))))
-
-
-async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.2)
 
 
 async def stored(admin: NATS, request_id: str, timeout: float) -> int:
@@ -161,7 +138,7 @@ async def test_an_end_published_while_the_gateway_reconnects_reaches_its_socket_
     try:
         async with Client(split.ws_url, events=True) as client:
             first = await ask(client, "a held question")
-            await until(lambda: len(fake_llm.chat_calls("fake-worker")) >= 1, 60, "no worker")
+            await wait_for(lambda: len(fake_llm.chat_calls("fake-worker")) >= 1, 60, "no worker")
 
             n0.kill()
             hold.set()  # the request ends while the gateway has no server to hear it on
@@ -223,20 +200,8 @@ async def v1_stream(base: str, text: str) -> list[str]:
 
 async def agui_run(base: str, text: str) -> list[str]:
     """An AG-UI run: its event types, up to its end."""
-    body = {
-        "threadId": uuid.uuid4().hex[:12],
-        "runId": "run-" + uuid.uuid4().hex[:12],
-        "messages": [{"id": "m1", "role": "user", "content": text}],
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
     types: list[str] = []
-    async with (
-        httpx.AsyncClient(base_url=base, timeout=200) as http,
-        http.stream("POST", "/ag-ui", json=body) as resp,
-    ):
+    async with ag_ui_stream(base, run_input(text), timeout=200) as (_, resp):
         async for sse in events(resp):
             types.append(sse.json["type"])
             if types[-1] in ("RUN_FINISHED", "RUN_ERROR"):
@@ -261,7 +226,7 @@ async def test_http_callers_waiting_on_a_request_get_an_end_published_while_it_r
             "v1 stream": asyncio.create_task(v1_stream(base, "held for v1 stream")),
             "ag-ui": asyncio.create_task(agui_run(base, "held for ag-ui")),
         }
-        await until(lambda: len(fake_llm.chat_calls("fake-worker")) >= 5, 60, "not in flight")
+        await wait_for(lambda: len(fake_llm.chat_calls("fake-worker")) >= 5, 60, "not in flight")
         n0.kill()
         hold.set()
         for _ in range(120):

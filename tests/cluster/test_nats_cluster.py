@@ -20,16 +20,16 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.harness import ROOT, Client, llm_env
+from tests.support.harness import ROOT, Client, System
 from tests.support.natscluster import (
     ClusterSystem,
     NatsCluster,
@@ -37,6 +37,8 @@ from tests.support.natscluster import (
     send_until_taken,
     stored_ends,
 )
+from tests.support.scripts import decision, emailing, last_user, verdict
+from tests.support.systems import Systems, sending_freely
 
 REQUESTS = 30
 EMAIL_EVERY = 5
@@ -59,45 +61,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
 
 
 @pytest.fixture(scope="module")
-def clustered(
-    cluster: NatsCluster, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[ClusterSystem]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL,EMAIL",
-        "SENDGRID_API_KEY": sendgrid.key,
-        "SENDGRID_FROM_EMAIL": "sidekick@example.com",
-        "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
-        # A cluster, not approvals, is tested here (approvals: tests/approvals/).
-        "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
-        "SIDEKICK_MAX_DELIVER": "20",
-        "SIDEKICK_LLM_MAX_RETRIES": "3",
-        "SIDEKICK_LLM_TIMEOUT": "90",
-        "SIDEKICK_NATS_LOST_EXIT_AFTER": str(LOST_EXIT_AFTER),
-    }
-    system = ClusterSystem(cluster.nodes[0].url, env, logs_dir, namespace="clustered")
-    system.cluster = cluster
-    with system.start_all():
-        yield system
+def clustered(systems: Systems, cluster: NatsCluster, sendgrid: FakeSendGrid) -> Iterator[System]:
+    yield from sending_freely(
+        systems,
+        sendgrid,
+        nats_url=cluster.nodes[0].url,
+        cluster=cluster,
+        namespace="clustered",
+        SIDEKICK_MAX_DELIVER="20",
+        SIDEKICK_LLM_MAX_RETRIES="3",
+        SIDEKICK_LLM_TIMEOUT="90",
+        SIDEKICK_NATS_LOST_EXIT_AFTER=str(LOST_EXIT_AFTER),
+    )
 
 
 @pytest.fixture
 async def admin(cluster: NatsCluster) -> AsyncIterator[NATS]:
-    nc = NATS()
-
-    async def quiet(_: Exception) -> None:
-        pass
-
-    await nc.connect(
-        servers=[n.url for n in cluster.nodes],
-        user="admin",
-        password=cluster.creds.passwords["admin"],
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=1,
-        error_cb=quiet,
-    )
-    yield nc
-    await nc.close()
+    async with cluster.admin() as nc:
+        yield nc
 
 
 def script(fake: FakeOpenAI, hold: threading.Event, tag: str) -> None:
@@ -110,26 +91,9 @@ def script(fake: FakeOpenAI, hold: threading.Event, tag: str) -> None:
 
     def orchestrator(body: dict[str, Any]) -> Any:
         text = last_user(body)
-        if "email" in text:
-            n = text.split("#")[1].split()[0]
-            decision = {
-                "worker_type": "EMAIL",
-                "task_description": f"email number {n}",
-                "parameters": [
-                    {"name": "to", "value": f"{tag}-{n}@example.com"},
-                    {"name": "subject", "value": f"Report {n}"},
-                    {"name": "body", "value": "say the report is ready"},
-                ],
-                "success_criteria": "sent",
-            }
-        else:
-            decision = {
-                "worker_type": "GENERAL",
-                "task_description": text.split("\n")[1] if "\n" in text else text,
-                "parameters": [],
-                "success_criteria": "an answer",
-            }
-        return Reply(json.dumps(decision))
+        task = text.split("\n")[1] if "\n" in text else text
+        chosen = emailing(text, tag + "-{n}@example.com") or decision("GENERAL", task, "an answer")
+        return Reply(json.dumps(chosen))
 
     def worker(body: dict[str, Any]) -> Any:
         wait = None if "weather" in json.dumps(body) else hold
@@ -234,17 +198,37 @@ class Load:
             await client.__aexit__()
 
 
-async def under_load(
-    name: str,
-    system: ClusterSystem,
+@dataclass
+class Trial:
+    """What a test of losing nodes works with: the system, its cluster, the fakes it scripts and
+    counts, and the admin's connection (to every node)."""
+
+    system: ClusterSystem
+    cluster: NatsCluster
+    fake: FakeOpenAI
+    sendgrid: FakeSendGrid
+    admin: NATS
+
+
+@pytest.fixture
+def trial(
+    clustered: ClusterSystem,
     cluster: NatsCluster,
-    fake: FakeOpenAI,
+    fake_llm: FakeOpenAI,
     sendgrid: FakeSendGrid,
     admin: NATS,
+) -> Trial:
+    return Trial(clustered, cluster, fake_llm, sendgrid, admin)
+
+
+async def under_load(
+    name: str,
+    trial: Trial,
     fault: Callable[[Callable[[], None]], Awaitable[dict[str, Any]]],
 ) -> dict[str, Any]:
     """Run `fault` with the load in flight (it lets the held model calls go once the fault has
     struck, so the requests move on during it), then check the promise; the figures."""
+    system, fake, sendgrid, admin = trial.system, trial.fake, trial.sendgrid, trial.admin
     hold = threading.Event()
     tag = name.replace(" ", "-")
     script(fake, hold, tag)
@@ -321,55 +305,36 @@ def kill_for(cluster: NatsCluster, pick: Callable[[], Node], down: float = NODE_
     return fault
 
 
-async def test_killing_the_node_every_service_is_connected_to_loses_nothing(
-    clustered: ClusterSystem,
-    cluster: NatsCluster,
-    fake_llm: FakeOpenAI,
-    sendgrid: FakeSendGrid,
-    admin: NATS,
-) -> None:
+async def test_killing_the_node_every_service_is_connected_to_loses_nothing(trial: Trial) -> None:
+    cluster = trial.cluster
     on = cluster.connected()
     assert set(on.values()) == {"n0"} and len(on) == 5, on  # only n0 was listed
     fault = kill_for(cluster, lambda: cluster.nodes[0])
-    await under_load("connected node", clustered, cluster, fake_llm, sendgrid, admin, fault)
+    await under_load("connected node", trial, fault)
     moved = cluster.connected()
     assert len(moved) == 5, moved
 
 
-async def test_killing_the_work_stream_leader_loses_nothing(
-    clustered: ClusterSystem,
-    cluster: NatsCluster,
-    fake_llm: FakeOpenAI,
-    sendgrid: FakeSendGrid,
-    admin: NATS,
-) -> None:
-    stream = Subjects(clustered.namespace).work_stream
+async def test_killing_the_work_stream_leader_loses_nothing(trial: Trial) -> None:
+    cluster, admin = trial.cluster, trial.admin
+    stream = Subjects(trial.system.namespace).work_stream
     info = await admin.jetstream().stream_info(stream)
     assert info.config.num_replicas == 3
     leader = info.cluster.leader if info.cluster else None
     assert leader, info
     fault = kill_for(cluster, lambda: cluster.node(str(leader)))
-    await under_load("stream leader", clustered, cluster, fake_llm, sendgrid, admin, fault)
+    await under_load("stream leader", trial, fault)
 
 
-async def test_killing_the_meta_leader_loses_nothing(
-    clustered: ClusterSystem,
-    cluster: NatsCluster,
-    fake_llm: FakeOpenAI,
-    sendgrid: FakeSendGrid,
-    admin: NATS,
-) -> None:
+async def test_killing_the_meta_leader_loses_nothing(trial: Trial) -> None:
+    cluster = trial.cluster
     fault = kill_for(cluster, cluster.meta_leader)
-    await under_load("meta leader", clustered, cluster, fake_llm, sendgrid, admin, fault)
+    await under_load("meta leader", trial, fault)
 
 
-async def test_a_rolling_restart_of_every_node_loses_nothing(
-    clustered: ClusterSystem,
-    cluster: NatsCluster,
-    fake_llm: FakeOpenAI,
-    sendgrid: FakeSendGrid,
-    admin: NATS,
-) -> None:
+async def test_a_rolling_restart_of_every_node_loses_nothing(trial: Trial) -> None:
+    cluster = trial.cluster
+
     async def fault(release: Callable[[], None]) -> dict[str, Any]:
         began = time.monotonic()
         for node in cluster.nodes:
@@ -379,19 +344,17 @@ async def test_a_rolling_restart_of_every_node_loses_nothing(
             await asyncio.to_thread(cluster.wait_healthy, 60)
         return {"node": "each in turn", "rolled_s": round(time.monotonic() - began, 1)}
 
-    await under_load("rolling restart", clustered, cluster, fake_llm, sendgrid, admin, fault)
+    await under_load("rolling restart", trial, fault)
 
 
 async def test_a_node_down_longer_than_the_lost_limit_makes_no_service_exit(
-    clustered: ClusterSystem,
-    cluster: NatsCluster,
-    fake_llm: FakeOpenAI,
-    sendgrid: FakeSendGrid,
-    admin: NATS,
+    trial: Trial,
 ) -> None:
+    cluster = trial.cluster
+
     def busiest() -> Node:
         on = Counter(cluster.connected().values())
         return cluster.node(on.most_common(1)[0][0])
 
     fault = kill_for(cluster, busiest, down=LOST_EXIT_AFTER * 2)
-    await under_load("node down long", clustered, cluster, fake_llm, sendgrid, admin, fault)
+    await under_load("node down long", trial, fault)

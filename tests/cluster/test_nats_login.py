@@ -5,8 +5,6 @@ long or says clearly that it has no login on a server with users."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,9 +19,9 @@ from services.runtime.bus.natslogin import Login, split_servers, variable
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.natswatch import Watch, cluster_broker
 from services.runtime.walls import secrets
-from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import ROOT, System, free_port, llm_env
+from tests.support.harness import free_port, sidekick
 from tests.support.lockednats import LockedNats
+from tests.support.systems import Systems
 
 
 @pytest.mark.fast
@@ -135,10 +133,11 @@ def get(url: str) -> tuple[int, str]:
 
 
 def test_a_service_whose_bus_is_gone_too_long_says_so_then_exits_to_be_restarted(
-    lone_nats: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
+    lone_nats: NatsServer, systems: Systems
 ) -> None:
-    env = {**llm_env(fake_llm.base_url), "SIDEKICK_NATS_LOST_EXIT_AFTER": "4"}
-    with System(lone_nats.url, env, logs_dir).start_all(services=("evaluator",)) as system:
+    with systems.start(
+        nats_url=lone_nats.url, services=("evaluator",), SIDEKICK_NATS_LOST_EXIT_AFTER="4"
+    ) as system:
         ops = system.metrics_url("evaluator").removesuffix("/metrics")
         assert get(f"{ops}/healthz")[0] == 200
         lone_nats.stop()
@@ -165,14 +164,7 @@ def test_a_service_without_a_login_on_a_server_with_users_says_so_and_exits(
 ) -> None:
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("SIDEKICK_")}
     env.update({"SIDEKICK_NATS_URL": nats_server.plain_url, "SIDEKICK_OPS_PORT": str(free_port())})
-    done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "run", "evaluator"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = sidekick("run", "evaluator", env=env, timeout=60)
     out = done.stdout + done.stderr
     assert done.returncode == 78, out[-2000:]
     assert "requires a login and this service has none" in out

@@ -10,9 +10,7 @@ import asyncio
 import json
 import re
 import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,45 +18,26 @@ import pytest
 from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.harness import Client, System, llm_env
-from tests.support.workers_support import decide
+from tests.support.harness import Client, System
+from tests.support.scripts import decide
+from tests.support.systems import Systems, sending_freely
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.timeout(240)
-
-SENDER = "sidekick@example.com"
-
-
-@pytest.fixture(scope="module")
-def own_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(store_dir=tmp_path_factory.mktemp("outage-js")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    with FakeSendGrid() as fake:
-        yield fake
 
 
 @pytest.fixture(scope="module")
 def outage_system(
-    own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
+    systems: Systems, own_nats: NatsServer, sendgrid: FakeSendGrid
 ) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL,EMAIL",
-        "SENDGRID_API_KEY": sendgrid.key,
-        "SENDGRID_FROM_EMAIL": SENDER,
-        "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
-        # An outage, not approvals, is tested here.
-        "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
-        "SIDEKICK_LLM_TIMEOUT": "60",
+    yield from sending_freely(
+        systems,
+        sendgrid,
+        nats_url=own_nats.url,
+        SIDEKICK_LLM_TIMEOUT="60",
         # A short send timeout keeps a claim left `started` from holding the test long.
-        "SIDEKICK_SENDGRID_TIMEOUT": "3",
-    }
-    with System(own_nats.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+        SIDEKICK_SENDGRID_TIMEOUT="3",
+    )
 
 
 def script(fake: FakeOpenAI, hold: threading.Event) -> None:
@@ -79,14 +58,6 @@ def script(fake: FakeOpenAI, hold: threading.Event) -> None:
     fake.script("fake-worker", worker)
 
 
-async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.1)
-
-
 async def test_an_outage_inside_the_email_worker_is_retried_with_one_warning_and_one_email(
     outage_system: System, own_nats: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
@@ -100,7 +71,7 @@ async def test_an_outage_inside_the_email_worker_is_retried_with_one_warning_and
             while (frame := await client.recv(30)).get("event") != "ack":
                 pass
             request_id = str(frame["request_id"])
-            await until(lambda: len(fake_llm.chat_calls("fake-worker")) >= 1, 30, "no draft")
+            await wait_for(lambda: len(fake_llm.chat_calls("fake-worker")) >= 1, 30, "no draft")
 
             port = own_nats.port
             own_nats.stop()  # the worker is mid-task, waiting for its draft
@@ -110,7 +81,7 @@ async def test_an_outage_inside_the_email_worker_is_retried_with_one_warning_and
                 tail = outage_system.log("workers")[offset:]
                 return any("WARNING" in line and request_id in line for line in tail.splitlines())
 
-            await until(warned, 30, "the workers logged no warning for the outage")
+            await wait_for(warned, 30, "the workers logged no warning for the outage")
             own_nats.port = port
             await asyncio.to_thread(own_nats.start)
 

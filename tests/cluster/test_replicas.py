@@ -15,18 +15,18 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
 
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.harness import System, llm_env
+from tests.support.harness import System
+from tests.support.natscluster import finals_by_request
 from tests.support.probe import Probe
-from tests.support.replicas import FINAL, Tally, finals_on_the_bus, run_sessions, script
+from tests.support.replicas import FINAL, Tally, run_sessions, script
+from tests.support.systems import Systems, sending_freely
 
 REPLICAS = 3
 SESSIONS = 100
@@ -37,30 +37,21 @@ BUDGET = 420
 
 
 @pytest.fixture(scope="module")
-def replicated(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL,EMAIL",
-        "SENDGRID_API_KEY": sendgrid.key,
-        "SENDGRID_FROM_EMAIL": "sidekick@example.com",
-        "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
-        # Replicas, not approvals, are tested here (approvals: tests/approvals/).
-        "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
-        "SIDEKICK_LLM_TIMEOUT": "60",
-    }
-    with System(nats_server.url, env, logs_dir).start_all(
-        timeout=180, replicas=REPLICAS, gateways=REPLICAS
-    ) as sys_:
-        yield sys_
+def replicated(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
+    yield from sending_freely(
+        systems,
+        sendgrid,
+        timeout=180,
+        replicas=REPLICAS,
+        gateways=REPLICAS,
+        SIDEKICK_LLM_TIMEOUT="60",
+    )
 
 
 @pytest.fixture
 async def probe(nc: NATS, replicated: System) -> AsyncIterator[Probe]:
-    p = await Probe(nc, replicated.namespace).start()
-    yield p
-    await p.stop()
+    async with Probe(nc, replicated.namespace) as probe:
+        yield probe
 
 
 async def check_every_request_ended_once(
@@ -73,7 +64,7 @@ async def check_every_request_ended_once(
     )
     twice = {rid: seen for rid, seen in tally.ends.items() if len(seen) != 1}
     assert not twice, f"requests that did not end exactly once on their socket: {twice}"
-    finals = await finals_on_the_bus(nc, system.namespace, prefix)
+    finals = await finals_by_request(nc, system.namespace, prefix)
     assert set(finals) == set(tally.kinds), "every request has a terminal event on the bus"
     assert all(n == 1 for n in finals.values()), f"duplicates: {finals.most_common(3)}"
     records = Counter([(await probe.status(rid)).status for rid in tally.kinds])

@@ -20,10 +20,10 @@ from services.gateway.core.auth import Auth
 from services.gateway.core.errors import AuthConfigError
 from services.gateway.ws.connection import SEND_QUEUE_FRAMES, Connection
 from services.runtime.base.settings import Settings
-from tests.support.fakes.openai_server import FakeOpenAI, verdict
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import AuthClient, api, wait_status
 from tests.support.harness import System
-from tests.support.scripts import evaluator_held
+from tests.support.scripts import evaluator_held, verdict
 
 
 @pytest.fixture

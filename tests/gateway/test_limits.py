@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import websockets
 
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import Client, System, llm_env
+from tests.support.harness import Client, System
+from tests.support.systems import Systems
 
 CROWD = 3000
 HEAD_TIMEOUT = 6.0
@@ -26,10 +25,8 @@ def system_with(**env: str) -> Callable[..., Iterator[System]]:
     """A module-scoped fixture: a system whose gateway has these settings; the fixture's name
     is the name it is bound to."""
 
-    def system(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-        full = {**llm_env(fake_llm.base_url), **env}
-        with System(nats_server.url, full, logs_dir).start_all() as sys_:
-            yield sys_
+    def system(systems: Systems) -> Iterator[System]:
+        yield from systems.run(variables=env)
 
     return pytest.fixture(system, scope="module")
 

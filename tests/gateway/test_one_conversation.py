@@ -15,8 +15,9 @@ from nats.aio.client import Client as NATS
 from contracts import SessionRecord, Subjects
 from services.gateway.core.intake import scoped
 from services.runtime.bus.kvstore import key_for
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, structured
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import Client, Conversation, System
+from tests.support.scripts import last_user, structured
 
 SEED_KEYS = {"on_chat_model_stream", "on_chat_model_end"}
 

@@ -11,11 +11,17 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, expect
 
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, default_frontline, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import token
 from tests.support.harness import System
 from tests.support.page import PHONE, chromium, open_page, send, shot, sign_in
-from tests.support.scripts import evaluator_asks, evaluator_held, in_turn
+from tests.support.scripts import (
+    default_frontline,
+    evaluator_asks,
+    evaluator_held,
+    in_turn,
+    verdict,
+)
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,19 @@ Its own system, with a fake Brave Search, so answers can carry sources."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 from playwright.async_api import Browser, Locator, Page, expect
 
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave, result
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.gateway_client import AuthClient, bearer, tokens_env
+from tests.support.gateway_client import AuthClient, bearer
 from tests.support.harness import System
 from tests.support.page import PHONE, chromium, open_page, send, shot, sign_in
-from tests.support.workers_support import decide, start_system
+from tests.support.scripts import decide
+from tests.support.systems import Systems
+from tests.support.workers_support import every_kind
 from tests.support.xss import (
     HOSTILE_HTML,
     HOSTILE_MARKDOWN,
@@ -28,29 +28,14 @@ from tests.support.xss import (
 
 
 @pytest.fixture(scope="module")
-def md_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, brave: FakeBrave, logs_dir: Path
-) -> Iterator[System]:
-    with start_system(
-        nats_server.url,
-        fake_llm,
-        logs_dir,
-        SIDEKICK_AUTH_TOKENS=tokens_env(),
-        BRAVE_SEARCH_API_KEY=brave.token,
-        SIDEKICK_BRAVE_BASE_URL=brave.url,
-    ) as sys_:
-        yield sys_
+def md_system(systems: Systems, brave: FakeBrave) -> Iterator[System]:
+    yield from every_kind(systems, auth=True, brave=brave)
 
 
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
     async with chromium() as b:
         yield b
-
-
-@pytest.fixture(autouse=True)
-def _reset_brave(brave: FakeBrave) -> None:
-    brave.reset()
 
 
 async def completed_turn(

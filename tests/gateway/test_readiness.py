@@ -7,13 +7,10 @@ import json
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import System, llm_env
-from tests.support.lockednats import users_for
+from tests.support.harness import System
+from tests.support.systems import Systems
 
 
 def readyz(system: System, query: str = "") -> tuple[int, dict[str, Any]]:
@@ -38,11 +35,10 @@ def until(system: System, want: list[str], timeout: float = 90) -> dict[str, Any
         time.sleep(0.2)
 
 
-def test_readyz_waits_for_every_service_and_says_which_is_missing(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
-) -> None:
-    system = System(nats_server.url, llm_env(fake_llm.base_url), logs_dir)
-    system.service_urls = users_for(system.nats_url, system.namespace) or {}
+def test_readyz_waits_for_every_service_and_says_which_is_missing(systems: Systems) -> None:
+    # Started one service at a time, not by `Systems.run`: each step is looked at.
+    system = System(systems.nats_url, systems.env(), systems.logs)
+    system.service_urls = system.logins()
     system.bootstrap()
     try:
         for name in ("gateway", "frontline", "orchestrator", "workers"):

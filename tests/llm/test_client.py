@@ -19,8 +19,7 @@ from tests.support.fakes.openai_server import FakeOpenAI, Reply
 
 
 def client(fake: FakeOpenAI, *, retries: int = 2, timeout: float = 10) -> LLMClient:
-    cfg = LLMConfig(role="frontline", base_url=fake.base_url, api_key="k", model="fake-frontline")
-    return LLMClient(cfg, timeout=timeout, max_retries=retries)
+    return fake.client(timeout=timeout, retries=retries)
 
 
 async def test_structured_output_uses_json_schema_and_records_usage(fake_llm: FakeOpenAI) -> None:

@@ -15,8 +15,9 @@ from services.runtime.base.settings import LLMConfig, Settings, StructuredMode
 from services.runtime.llm import LLMClient, Messages, StreamResult
 from services.runtime.llm.modes import MODES
 from services.runtime.llm.schema import extract_json
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, structured
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import free_port
+from tests.support.scripts import structured
 
 ASK: Messages = [{"role": "system", "content": "Decide."}, {"role": "user", "content": "hi"}]
 DECISION: dict[str, Any] = {"route_to_orchestrator": True, "reason": "needs a search"}
@@ -37,15 +38,7 @@ def client(
     model: str = "fake-frontline",
     base_url: str | None = None,
 ) -> LLMClient:
-    cfg = LLMConfig(
-        role="frontline",
-        base_url=base_url or fake.base_url,
-        api_key="k",
-        model=model,
-        structured=structured,
-        fallback=fallback,
-    )
-    return LLMClient(cfg, timeout=10, max_retries=0)
+    return fake.client(model=model, base_url=base_url, structured=structured, fallback=fallback)
 
 
 def asked_with(body: dict[str, object]) -> str:
@@ -217,12 +210,16 @@ async def test_when_both_fail_the_error_says_so(fake_llm: FakeOpenAI) -> None:
 def test_a_fallback_on_another_server_never_gets_the_primarys_key(
     bare_llm_env: pytest.MonkeyPatch,
 ) -> None:
-    bare_llm_env.setenv("SIDEKICK_LLM_BASE_URL", "https://openrouter.example/api/v1")
-    bare_llm_env.setenv("SIDEKICK_LLM_API_KEY", "sk-primary")
-    bare_llm_env.setenv("SIDEKICK_WORKER_LLM_FALLBACK_BASE_URL", "http://127.0.0.1:11434/v1")
-    bare_llm_env.setenv("SIDEKICK_WORKER_LLM_FALLBACK_MODEL", "llama3.1")
-    bare_llm_env.setenv("SIDEKICK_EVALUATOR_LLM_FALLBACK_MODEL", "gpt-4o")
-    bare_llm_env.setenv("SIDEKICK_EVALUATOR_LLM_STRUCTURED", "tools")
+    given = {
+        "SIDEKICK_LLM_BASE_URL": "https://openrouter.example/api/v1",
+        "SIDEKICK_LLM_API_KEY": "sk-primary",
+        "SIDEKICK_WORKER_LLM_FALLBACK_BASE_URL": "http://127.0.0.1:11434/v1",
+        "SIDEKICK_WORKER_LLM_FALLBACK_MODEL": "llama3.1",
+        "SIDEKICK_EVALUATOR_LLM_FALLBACK_MODEL": "gpt-4o",
+        "SIDEKICK_EVALUATOR_LLM_STRUCTURED": "tools",
+    }
+    for name, value in given.items():
+        bare_llm_env.setenv(name, value)
     s = Settings()
     worker = s.llm("worker").fallback
     assert worker is not None and worker.model == "llama3.1" and worker.api_key is None

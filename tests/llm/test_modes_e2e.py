@@ -5,13 +5,12 @@ line where they do not), and a role's fallback answers when its model server is 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import ROUTE_LINE, FakeOpenAI, Reply, one_call
-from tests.support.harness import Client, System, llm_env
+from tests.support.harness import Client, System
+from tests.support.systems import Systems
 
 ROUTED = "please search for the opening hours of the Lisbon aquarium"
 
@@ -25,15 +24,9 @@ def own_llm() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
-def modes_system(nats_server: NatsServer, own_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    env = {
-        **llm_env(own_llm.base_url),
-        # The worker's fallback is another model on the same server (scripted below).
-        "SIDEKICK_WORKER_LLM_FALLBACK_MODEL": "fake-worker-backup",
-    }
-    sys_ = System(nats_server.url, env, logs_dir).start_all()
-    yield sys_
-    sys_.stop()
+def modes_system(systems: Systems, own_llm: FakeOpenAI) -> Iterator[System]:
+    # The worker's fallback is another model on the same server (scripted below).
+    yield from systems.run(llm=own_llm, SIDEKICK_WORKER_LLM_FALLBACK_MODEL="fake-worker-backup")
 
 
 def modes_used(fake: FakeOpenAI, model: str, since: int) -> set[str]:

@@ -4,25 +4,21 @@ the variables to set, an example, and `sidekick doctor` (services/runtime/base/e
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.async_api import WebSocketRoute, expect
 
 from services.runtime.base.errors import no_model_message
-from services.runtime.bus.natsserver import NatsServer
-from tests.cli.test_chat import chat_env
-from tests.support.harness import ROOT, Client, System
+from tests.support.harness import Client, System, sidekick
 from tests.support.page import chromium, open_page, send, shot
+from tests.support.protocols import chat_env
+from tests.support.systems import Systems
 
 
 @pytest.fixture(scope="module")
-def bare_system(nats_server: NatsServer, logs_dir: Path) -> Iterator[System]:
-    with System(nats_server.url, {}, logs_dir).start_all() as sys_:
-        yield sys_
+def bare_system(systems: Systems) -> Iterator[System]:
+    yield from systems.run(llm=False)
 
 
 def test_the_sentence_names_the_variables_an_example_and_the_doctor() -> None:
@@ -69,15 +65,7 @@ async def test_the_ack_comes_before_every_other_frame_of_its_request(bare_system
 
 
 def test_sidekick_chat_prints_the_sentence_as_is(bare_system: System) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "chat", "--url", bare_system.ws_url],
-        input="hello\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=chat_env(),
-        timeout=120,
-    )
+    done = sidekick("chat", "--url", bare_system.ws_url, input="hello\n", env=chat_env())
     assert done.returncode == 0, done.stderr
     assert f"error: {no_model_message()}" in done.stdout
     assert "[error" not in done.stdout

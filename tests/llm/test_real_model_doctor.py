@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from typing import Any
 
@@ -20,21 +18,14 @@ from services.runtime.base.settings import Settings
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.hosting import endpoints
 from services.runtime.llm.modes import MODES
-from tests.support.harness import ROOT, bootstrap_process
+from tests.support.harness import bootstrap_process, sidekick
 from tests.support.realmodel import RealModel
 
 pytestmark = pytest.mark.real_model
 
 
 def doctor(env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "doctor", "--json"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = sidekick("doctor", "--json", env=env, timeout=240)
     assert done.stdout, done.stderr
     found: dict[str, Any] = json.loads(done.stdout)
     return found

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave, result
 from tests.support.gateway_client import api, wait_status
 from tests.support.harness import Client, System
 from tests.support.realmodel import RealModel
+from tests.support.systems import Systems
 
 pytestmark = pytest.mark.real_model
 
@@ -48,19 +47,17 @@ def local_brave() -> Iterator[FakeBrave]:
 
 @pytest.fixture(scope="module")
 def model_system(
-    nats_server: NatsServer, real_model: RealModel, local_brave: FakeBrave, logs_dir: Path
+    systems: Systems, real_model: RealModel, local_brave: FakeBrave
 ) -> Iterator[System]:
     env = {
         **real_model.local.env(),
-        "BRAVE_SEARCH_API_KEY": local_brave.token,
-        "SIDEKICK_BRAVE_BASE_URL": local_brave.url,
         "SIDEKICK_LLM_TIMEOUT": "60",
         "SIDEKICK_LLM_MAX_RETRIES": "1",
         "SIDEKICK_MAX_ATTEMPTS": "2",
-        "SIDEKICK_WORKERS": "GENERAL,RESEARCH",
     }
-    with System(nats_server.url, env, logs_dir).start_all(timeout=120) as sys_:
-        yield sys_
+    yield from systems.run(
+        llm=False, workers="GENERAL,RESEARCH", brave=local_brave, timeout=120, variables=env
+    )
 
 
 async def test_a_direct_answer_streams_and_the_page_says_the_model_is_tiny(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.harness import Client, Conversation, System
+from tests.support.scripts import last_user, verdict
 
 
 async def ask_and_calls(

@@ -5,26 +5,18 @@ another principal's task, which does not exist for the caller."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, get_args
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver
-from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types.a2a_pb2 import (
-    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
     SendMessageConfiguration,
-    SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
 )
@@ -32,33 +24,18 @@ from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 
 from contracts.state import RequestState
 from services.gateway.a2a.tasks import STATES
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, verdict
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
+from tests.support.protocols import say, transport
+from tests.support.scripts import held, verdict
 from tests.support.sse import events
-
-
-def say(text: str, task_id: str = "", context_id: str = "") -> SendMessageRequest:
-    message = Message(
-        message_id=uuid.uuid4().hex,
-        role=Role.ROLE_USER,
-        parts=[Part(text=text)],
-        task_id=task_id,
-        context_id=context_id,
-    )
-    return SendMessageRequest(message=message)
 
 
 @pytest.fixture
 async def http(system: System) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=system.http_url, timeout=90) as client:
         yield client
-
-
-async def transport(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, JsonRpcTransport]:
-    card = await A2ACardResolver(http, base).get_agent_card()
-    (v1,) = [i for i in card.supported_interfaces if i.protocol_version == "1.0"]
-    return card, JsonRpcTransport(http, card, v1.url)
 
 
 async def rpc(http: httpx.AsyncClient, method: str, params: Any, **headers: str) -> Any:
@@ -141,12 +118,10 @@ async def test_a_clarification_is_input_required_and_the_next_message_answers_it
 async def test_a_cancelled_task_is_canceled_and_cannot_be_cancelled_again(
     system: System, http: httpx.AsyncClient, fake_llm: FakeOpenAI
 ) -> None:
-    release = threading.Event()
-    fake_llm.script("fake-worker", lambda body: Reply("late", wait=release))
     _, client = await transport(http, system.http_url)
     request = say("Please route: a long job")
     request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
-    try:
+    with held(fake_llm, "fake-worker", "late"):
         task = (await client.send_message(request)).task
         assert task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
         updates = client.subscribe(SubscribeToTaskRequest(id=task.id))
@@ -156,8 +131,6 @@ async def test_a_cancelled_task_is_canceled_and_cannot_be_cancelled_again(
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
         last = [r async for r in updates][-1]
         assert last.status_update.status.state == TaskState.TASK_STATE_CANCELED
-    finally:
-        release.set()
     again = await rpc(http, "CancelTask", {"id": task.id})
     assert again["error"]["code"] == -32002
 

@@ -6,65 +6,17 @@ connection and after the gateway it was read from was SIGKILLed."""
 from __future__ import annotations
 
 import asyncio
-import threading
-import uuid
 from itertools import groupby
 from typing import Any
 
 import httpx
-from ag_ui.core import Event
-from pydantic import TypeAdapter
 
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
-from tests.support.sse import Sse, events
-from tests.support.workers_support import decide_tools, tool_results
-
-EVENT = TypeAdapter(Event)
-
-
-def run_input(text: str, thread: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "threadId": thread or uuid.uuid4().hex[:12],
-        "runId": "run-" + uuid.uuid4().hex[:12],
-        "messages": [{"id": "m1", "role": "user", "content": text}],
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        **extra,
-    }
-
-
-class Reader:
-    """One response's events, read in parts: each validated against ag-ui-protocol."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        assert response.status_code == 200
-        self.stream = events(response)
-        self.got: list[Sse] = []
-
-    async def upto(self, until: str | None = None) -> list[Sse]:
-        """Up to the stream's end, or up to a step named `until`."""
-        async for sse in self.stream:
-            EVENT.validate_python(sse.json)
-            self.got.append(sse)
-            if until is not None and sse.json.get("stepName") == until:
-                break
-        return self.got
-
-
-async def read(response: httpx.Response, until: str | None = None) -> list[Sse]:
-    return await Reader(response).upto(until)
-
-
-async def run(base: str, body: dict[str, Any], timeout: float = 90) -> list[Sse]:
-    async with (
-        httpx.AsyncClient(base_url=base, timeout=timeout) as http,
-        http.stream("POST", "/ag-ui", json=body) as response,
-    ):
-        return await read(response)
+from tests.support.protocols import Reader, ag_ui_run, ag_ui_stream, read, run_input
+from tests.support.scripts import decide_tools, held, tool_results, verdict
+from tests.support.sse import Sse
 
 
 def kinds(got: list[Sse]) -> list[str]:
@@ -90,7 +42,7 @@ def ids(got: list[Sse]) -> list[tuple[int, int]]:
 
 
 async def test_a_direct_answer_is_one_run_of_streamed_text(system: System) -> None:
-    got = await run(system.http_url, run_input("Hello, how are you?"))
+    got = await ag_ui_run(system.http_url, run_input("Hello, how are you?"))
     assert kinds(got) == [
         "RUN_STARTED",
         "STATE_SNAPSHOT",
@@ -116,7 +68,7 @@ async def test_a_routed_answer_shows_its_steps_and_the_retry(
 ) -> None:
     verdicts = iter([verdict(False, 30, "Too vague."), verdict(True, 90, "Good.")])
     fake_llm.script("fake-evaluator", lambda body: next(verdicts))
-    got = await run(system.http_url, run_input("Please route: compare two databases"))
+    got = await ag_ui_run(system.http_url, run_input("Please route: compare two databases"))
     assert steps(got) == [
         "routed",
         "decided: GENERAL",
@@ -144,7 +96,7 @@ async def test_a_tool_call_is_start_args_end_and_result(
 
     fake_llm.script("fake-orchestrator", decide_tools("List my files"))
     fake_llm.script("fake-worker", worker)
-    got = await run(system.http_url, run_input("Please route: list my files"))
+    got = await ag_ui_run(system.http_url, run_input("Please route: list my files"))
     calls = [e.json for e in got if e.json["type"].startswith("TOOL_CALL")]
     assert [c["type"] for c in calls] == [
         "TOOL_CALL_START",
@@ -169,7 +121,7 @@ async def test_a_clarification_is_an_interrupt_that_the_next_run_resumes(
 ) -> None:
     asks_once(fake_llm)
     first = run_input("Please route: weather tomorrow")
-    got = await run(system.http_url, first)
+    got = await ag_ui_run(system.http_url, first)
     finished = got[-1].json
     assert finished["type"] == "RUN_FINISHED"
     assert finished["outcome"]["type"] == "interrupt"
@@ -179,7 +131,7 @@ async def test_a_clarification_is_an_interrupt_that_the_next_run_resumes(
     assert interrupt["responseSchema"]["type"] == "object"
     resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": "Paris"}]
     second = run_input("", thread=first["threadId"], resume=resume)
-    resumed = await run(system.http_url, second)
+    resumed = await ag_ui_run(system.http_url, second)
     assert resumed[0].json["type"] == "RUN_STARTED"
     assert resumed[0].json["runId"] == second["runId"]
     assert resumed[-1].json["type"] == "RUN_FINISHED"
@@ -199,21 +151,14 @@ async def test_a_clarification_is_an_interrupt_that_the_next_run_resumes(
 async def test_a_cancelled_run_finishes_with_outcome_cancelled(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    release = threading.Event()
-    fake_llm.script("fake-worker", lambda body: Reply("late", wait=release))
     body = run_input("Please route: a long job")
-    try:
-        async with (
-            httpx.AsyncClient(base_url=system.http_url, timeout=90) as http,
-            http.stream("POST", "/ag-ui", json=body) as response,
-        ):
+    with held(fake_llm, "fake-worker", "late"):
+        async with ag_ui_stream(system.http_url, body) as (http, response):
             reader = Reader(response)
             await reader.upto("attempt 1")
             cancelled = await http.post(f"/ag-ui/runs/{body['runId']}/cancel")
             assert cancelled.status_code == 202
             got = await reader.upto()
-    finally:
-        release.set()
     assert got[-1].json["type"] == "RUN_FINISHED"
     assert got[-1].json["outcome"] == {"type": "cancelled"}
 
@@ -222,7 +167,7 @@ async def test_a_model_failure_ends_the_run_with_run_error(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.script("fake-frontline", lambda body: Reply(status=503, error="overloaded"))
-    got = await run(system.http_url, run_input("Hello?"))
+    got = await ag_ui_run(system.http_url, run_input("Hello?"))
     assert kinds(got)[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
     error = got[-1].json
     assert error["type"] == "RUN_ERROR"
@@ -242,17 +187,11 @@ async def reattached(base: str, run_id: str, last: str | None) -> list[Sse]:
 async def test_a_dropped_stream_is_resumed_from_its_last_event_id_without_duplicates(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    release = threading.Event()
-    fake_llm.script("fake-worker", lambda body: Reply("Done at last.", wait=release))
     body = run_input("Please route: slow work")
-    try:
-        async with (
-            httpx.AsyncClient(base_url=system.http_url, timeout=90) as http,
-            http.stream("POST", "/ag-ui", json=body) as response,
-        ):
+    # The answer comes when the block ends, while no client is connected.
+    with held(fake_llm, "fake-worker", "Done at last."):
+        async with ag_ui_stream(system.http_url, body) as (_, response):
             before = await read(response, until="attempt 1")
-    finally:
-        release.set()  # the answer comes while no client is connected
     rest = await reattached(system.http_url, body["runId"], before[-1].id)
     whole = await reattached(system.http_url, body["runId"], None)
     assert ids(before + rest) == ids(whole)  # nothing missed, nothing twice
@@ -264,20 +203,13 @@ async def test_a_dropped_stream_is_resumed_from_its_last_event_id_without_duplic
 async def test_a_run_is_re_attached_through_another_gateway_after_a_sigkill(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    release = threading.Event()
-    fake_llm.script("fake-worker", lambda body: Reply("Survived.", wait=release))
     replica = await asyncio.to_thread(system.replica)
     name = "gateway:" + replica.rsplit(":", 1)[1]
     body = run_input("Please route: survive a crash")
-    try:
-        async with (
-            httpx.AsyncClient(base_url=replica, timeout=90) as http,
-            http.stream("POST", "/ag-ui", json=body) as response,
-        ):
+    with held(fake_llm, "fake-worker", "Survived."):
+        async with ag_ui_stream(replica, body) as (http, response):
             before = await read(response, until="attempt 1")
             system.kill(name)  # mid-stream, with no goodbye
-    finally:
-        release.set()
     # The client goes on through the other gateway, with the POST it sent and its last id.
     async with (
         httpx.AsyncClient(base_url=system.http_url, timeout=90) as http,

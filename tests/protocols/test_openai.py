@@ -12,10 +12,10 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import token
 from tests.support.harness import System
-from tests.support.scripts import evaluator_asks, in_turn
+from tests.support.scripts import evaluator_asks, in_turn, last_user, verdict
 
 
 def sidekick(obj: BaseModel) -> dict[str, Any]:

@@ -16,15 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.fakes.openai_server import (
-    FakeOpenAI,
-    default_worker,
-    last_user,
-    research_plan,
-    structured,
-)
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import api, wait_status
 from tests.support.harness import Client, System
+from tests.support.scripts import default_worker, last_user, research_plan, structured
 
 TRIP_QUESTIONS = ["Where would you like to go?", "What is your budget?"]
 ANSWERED = "The user answered these questions"

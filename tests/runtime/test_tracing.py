@@ -7,28 +7,19 @@ import json
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI, verdict
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.otlp import FakeOTLP, Span
-from tests.support.harness import System, llm_env
-from tests.support.scripts import in_turn
+from tests.support.harness import System
+from tests.support.scripts import in_turn, verdict
+from tests.support.systems import Systems
 
 
 @pytest.fixture(scope="module")
-def traced(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, otlp: FakeOTLP, logs_dir: Path
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+def traced(systems: Systems, otlp: FakeOTLP) -> Iterator[System]:
+    yield from systems.run(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url, OTEL_BSP_SCHEDULE_DELAY="100")
 
 
 def descendants(spans: list[Span], root: Span) -> list[Span]:

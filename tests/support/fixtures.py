@@ -1,8 +1,11 @@
 """Fixtures any test module may take (tests/conftest.py loads this module as a plugin).
 
 The outside world's fakes: each a fresh server for the module that takes it, started before
-its first test and stopped after its last. A module scripts its fakes, and resets them in an
-autouse fixture of its own; what one module scripts never reaches another's."""
+its first test and stopped after its last (the one `sendgrid`, the one `pushover`, ...); what
+one module scripts never reaches another's. Each test starts with the module's Brave, SendGrid
+and Pushover as new (`_fresh_fakes`: nothing recorded, nothing scripted, nothing held). And
+`own_nats`: a nats-server of the module's own, unlocked, which its tests may stop and start
+again."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import TypeVar
 
 import pytest
 
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.http import FakeServer
 from tests.support.fakes.otlp import FakeOTLP
@@ -41,6 +45,21 @@ pushover = served(FakePushover)
 wiki = served(FakeWikipedia)
 site = served(FakeSite)
 otlp = served(FakeOTLP)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fakes(request: pytest.FixtureRequest) -> None:
+    for name in ("brave", "sendgrid", "pushover"):
+        if name in request.fixturenames:
+            fake: FakeServer = request.getfixturevalue(name)
+            fake.reset()
+
+
+@pytest.fixture(scope="module")
+def own_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(store_dir=tmp_path_factory.mktemp("own-js")).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -1,15 +1,17 @@
-"""Running Sidekick's services as real OS processes against the test session's nats-server,
-and talking to the gateway like a client does."""
+"""Running Sidekick's services as real OS processes against the test session's nats-server
+(`System`; a test starts one through tests/support/systems.py), running `sidekick` commands as a
+user does, and talking to the gateway like a client does."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import websockets
 
@@ -38,6 +40,7 @@ __all__ = [
     "bootstrap_process",
     "free_port",
     "llm_env",
+    "sidekick",
 ]
 
 
@@ -47,6 +50,27 @@ def llm_env(base_url: str) -> dict[str, str]:
         "SIDEKICK_LLM_API_KEY": "test-key",
         **role_models("fake"),
     }
+
+
+def sidekick(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """`sidekick ARGS` as a user runs it from the checkout, to its end, its output captured as
+    text (`env`: the whole environment, this process's when None)."""
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        input=input,
+        env=env,
+        timeout=timeout,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        check=check,
+    )
 
 
 def bootstrap_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -71,7 +95,7 @@ class LoopbackGateway:
 @dataclass
 class System(LoopbackGateway, ServiceProcesses):
     """The five services, each its own process, in their own namespace on a shared server.
-    A module's fixture: `with System(...).start_all() as sys_: yield sys_` (stopped after)."""
+    Started by `Systems.run` (tests/support/systems.py), which stops them after."""
 
     nats_url: str
     env: dict[str, str]
@@ -86,6 +110,7 @@ class System(LoopbackGateway, ServiceProcesses):
     # The port of each gateway started by `start_all(gateways=...)`, the first `gateway_port`.
     gateway_ports: list[int] = field(default_factory=list)
     root = ROOT
+    ready_timeout = 60.0  # seconds `start_all` waits for every service
 
     def metrics_url(self, name: str) -> str:
         """Where one service serves /metrics (the gateway on its own port, others on ops)."""
@@ -111,12 +136,17 @@ class System(LoopbackGateway, ServiceProcesses):
     def log_path(self, name: str) -> Path:
         return self.log_dir / f"{self.namespace}-{name}.log"
 
-    def launch(self, name: str) -> None:
+    def launch_env(self, service: str) -> dict[str, str]:
+        """What one process of `service` is started with."""
         env = self.service_env()
-        service, _, port = name.partition(":")  # "gateway:PORT": another gateway replica
-        service = service_of(service)  # "orchestrator.2": another replica
         if service in self.service_urls:
             env["SIDEKICK_NATS_URL"] = self.service_urls[service]
+        return env
+
+    def launch(self, name: str) -> None:
+        service, _, port = name.partition(":")  # "gateway:PORT": another gateway replica
+        service = service_of(service)  # "orchestrator.2": another replica
+        env = self.launch_env(service)
         if port:
             env["SIDEKICK_GATEWAY_PORT"] = port
         elif name != "gateway":
@@ -124,22 +154,29 @@ class System(LoopbackGateway, ServiceProcesses):
         # A killed test run leaves no services behind.
         self.spawn(name, service, env, die_with_parent)
 
+    def bootstrap_env(self) -> dict[str, str]:
+        return self.service_env()
+
     def bootstrap(self) -> None:
         """What `sidekick up` does first: the streams, buckets and consumers, as admin."""
-        done = bootstrap_process(self.service_env())
+        done = bootstrap_process(self.bootstrap_env())
         if done.returncode != 0:
-            raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stderr}")
+            raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stdout}\n{done.stderr}")
+
+    def logins(self) -> dict[str, str]:
+        """Each service's own NATS URL where the server is locked (tests/support/lockednats.py)."""
+        return users_for(self.nats_url, self.namespace) or {}
 
     def start_all(
         self,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         services: tuple[str, ...] = SERVICES,
         replicas: int = 1,
         gateways: int = 1,
-    ) -> System:
+    ) -> Self:
         """Start `services`; with `replicas`, that many processes of each service but the
         gateway (`orchestrator.2`, ...), and `gateways` gateways (see `gateway_urls`)."""
-        self.service_urls = users_for(self.nats_url, self.namespace) or {}
+        self.service_urls = self.logins()
         self.bootstrap()
         names = list(services)
         if replicas > 1 or gateways > 1:
@@ -149,7 +186,7 @@ class System(LoopbackGateway, ServiceProcesses):
             ]
         for name in names:
             self.launch(name)
-        self.wait_ready(timeout)
+        self.wait_ready(timeout or self.ready_timeout)
         return self
 
     @property
@@ -168,7 +205,7 @@ class System(LoopbackGateway, ServiceProcesses):
         async with Client(self.ws_url, events=True) as client:
             return await client.ask(message, **extra)
 
-    def __enter__(self) -> System:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,33 +1,21 @@
-"""The fast tier's stand-ins for NATS, in memory: FastStream's own TestNatsBroker (handlers
-called in process, as FastStream's docs recommend) and a JetStream KV bucket with the same
-revision semantics as the server's (compare-and-set on the last revision, create-if-absent,
-filtered watches). The same test bodies run against the real nats-server through the `stack`
-and `kv` fixtures' "nats" side, which is what keeps these honest.
+"""The fast tier's stand-in for NATS, in memory: a JetStream KV bucket with the same revision
+semantics as the server's (compare-and-set on the last revision, create-if-absent, filtered
+watches). The same test bodies run against the real nats-server through the `kv` fixture's
+"nats" side (tests/conftest.py), which is what keeps this one honest.
 
     MemoryKV      one bucket: get / put / create / update / delete / keys / watch
-    MemoryStore   the buckets of one test, shared by every service's bus
-    MemoryBus     a Bus whose KV is a MemoryStore (no JetStream streams)
-    MemoryBroker  TestNatsBroker that, like NATS, also hands a JetStream publish to core
-                  subscribers (cancels, the gateways' `out.>`)
+    MemoryStore   the buckets of one test
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Generator, Iterable
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import nats.js.errors
-from faststream.nats import NatsBroker
-from faststream.nats.schemas.js_stream import is_subject_match_wildcard
-from faststream.nats.testing import FakeProducer, TestNatsBroker, build_message, change_producer
-
-from services.runtime.base.settings import Settings
-from services.runtime.bus import topology
-from services.runtime.bus.core import Buckets, Bus
 
 
 @dataclass
@@ -156,59 +144,3 @@ class MemoryStore:
         if name not in self.buckets:
             self.buckets[name] = MemoryKV(name, self._sequence)
         return self.buckets[name]
-
-
-class MemoryBus(Bus):
-    """A service's bus whose KV lives in a MemoryStore; its broker is driven by MemoryBroker."""
-
-    def __init__(self, settings: Settings, service: str, store: MemoryStore) -> None:
-        super().__init__(NatsBroker(settings.nats_url), settings, service)
-        self.store = store
-
-    async def setup(self, *, wait: float | None = None) -> None:
-        # The role's buckets, as topology.bind() gives them on the real server.
-        s = self.subjects
-        role = topology.roles(s)[self.service]
-        names = {*role.reads, *role.writes, *role.watches}
-        bound: dict[str, Any] = {n: self.store.bucket(s.bucket(n)) for n in names}
-        self._buckets = Buckets(self.service, bound)
-
-    async def bucket(self, name: str) -> Any:
-        return self.kv.get(name)
-
-
-class _BothProducer(FakeProducer):
-    """Delivers a JetStream publish to the stream's consumers and to core subscribers alike,
-    as the server does (TestNatsBroker alone hands it to the stream's consumers only)."""
-
-    async def publish(self, cmd: Any) -> None:
-        incoming = await build_message(
-            message=cmd.body,
-            subject=cmd.destination,
-            headers=cmd.headers,
-            correlation_id=cmd.correlation_id,
-            reply_to=cmd.reply_to,
-            serializer=self.broker.config.fd_config._serializer,
-            codec=self.codec,
-            id_generator=self.broker.config.id_generator,
-        )
-        queues: set[str] = set()
-        for handler in self.subscribers:
-            stream = getattr(handler, "stream", None)
-            if stream is not None and stream.name != cmd.stream:
-                continue  # a JetStream consumer of another stream (or a core publish)
-            if not is_subject_match_wildcard(cmd.destination, handler.subject.broker_address):
-                continue
-            queue = getattr(handler, "queue", None)
-            if queue:
-                if queue in queues:
-                    continue
-                queues.add(queue)
-            await self._execute_handler(incoming, cmd.destination, handler)
-
-
-class MemoryBroker(TestNatsBroker):
-    @contextmanager
-    def _patch_producer(self, broker: NatsBroker) -> Generator[None, None, None]:
-        with change_producer(broker.config, _BothProducer(broker, self.brokers)):
-            yield

@@ -13,6 +13,8 @@ import subprocess
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from services.runtime.base.children import die_with_parent, free_port, replica_names, service_of
+from services.runtime.base.children import die_with_parent, free_port
 from services.runtime.bus import natsauth, natscluster
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, new_password
 from services.runtime.bus.natslogin import variable
@@ -153,6 +155,23 @@ class NatsCluster:
             variable("PASSWORD", user): self.creds.passwords[user],
         }
 
+    @asynccontextmanager
+    async def admin(self, nodes: list[Node] | None = None) -> AsyncIterator[NATS]:
+        """The admin, connected to `nodes` (every node by default), reconnecting for ever."""
+        nc = NATS()
+        await nc.connect(
+            servers=[n.url for n in nodes or self.nodes],
+            user=ADMIN,
+            password=self.creds.passwords[ADMIN],
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=1,
+            error_cb=_quiet,
+        )
+        try:
+            yield nc
+        finally:
+            await nc.close()
+
     def admin_url(self, node: Node | None = None) -> str:
         return self.creds.url((node or self.nodes[0]).url, ADMIN)
 
@@ -194,54 +213,30 @@ class ClusterSystem(System):
     the URL; streams and buckets at 3 replicas."""
 
     cluster: NatsCluster | None = None
+    ready_timeout = 90.0
 
     def service_env(self) -> dict[str, str]:
         env = super().service_env()
         env["SIDEKICK_STREAM_REPLICAS"] = "3"
         return env
 
-    def launch(self, name: str) -> None:
+    def launch_env(self, service: str) -> dict[str, str]:
         assert self.cluster is not None
-        env = self.service_env()
-        service, _, port = name.partition(":")
-        service = service_of(service)  # "orchestrator.2": another replica
-        env.update(self.cluster.login_env(service))
-        if service in self.service_urls:
-            env["SIDEKICK_NATS_URL"] = self.service_urls[service]
-        if port:
-            env["SIDEKICK_GATEWAY_PORT"] = port
-        elif name != "gateway":
-            env["SIDEKICK_OPS_PORT"] = str(self.ops_ports.setdefault(name, free_port()))
-        self.spawn(name, service, env, die_with_parent)
+        return {**super().launch_env(service), **self.cluster.login_env(service)}
 
-    def bootstrap(self) -> None:
+    def bootstrap_env(self) -> dict[str, str]:
         assert self.cluster is not None
-        from tests.support.harness import bootstrap_process
-
         env = {**self.service_env(), **self.cluster.login_env(ADMIN)}
         env["SIDEKICK_NATS_URL"] = self.cluster.url
-        done = bootstrap_process(env)
-        if done.returncode != 0:
-            raise RuntimeError(f"`sidekick bootstrap` failed:\n{done.stdout}\n{done.stderr}")
+        return env
 
-    def start_all(
-        self,
-        timeout: float = 90.0,
-        services: tuple[str, ...] = SERVICES,
-        replicas: int = 1,
-        gateways: int = 1,
-    ) -> ClusterSystem:
-        self.bootstrap()
-        names = list(services)
-        if replicas > 1 or gateways > 1:  # as System.start_all: `orchestrator.2`, `gateway:PORT`
-            self.gateway_ports = [self.gateway_port] + [free_port() for _ in range(gateways - 1)]
-            names = [
-                n for n in replica_names(replicas, self.gateway_ports) if service_of(n) in services
-            ]
-        for name in names:
-            self.launch(name)
-        self.wait_ready(timeout)
-        return self
+    def logins(self) -> dict[str, str]:
+        """The URLs each service was given (the cluster's users are in the environment)."""
+        return self.service_urls
+
+
+async def _quiet(_: Exception) -> None:
+    pass
 
 
 async def stored_ends(nc: NATS, namespace: str, request_ids: list[str]) -> dict[str, int]:
@@ -258,7 +253,9 @@ async def stored_ends(nc: NATS, namespace: str, request_ids: list[str]) -> dict[
         await asyncio.sleep(1)
 
 
-async def finals_by_request(nc: NATS, namespace: str) -> Counter[str]:
+async def finals_by_request(nc: NATS, namespace: str, prefix: str = "") -> Counter[str]:
+    """How many terminal events the results stream holds per request (of those whose id starts
+    with `prefix`)."""
     js = nc.jetstream()
     stream = Subjects(namespace).results_stream
     info = await js.stream_info(stream)
@@ -266,7 +263,8 @@ async def finals_by_request(nc: NATS, namespace: str) -> Counter[str]:
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         msg = await js.get_msg(stream, seq)
         data = json.loads(msg.data or b"{}")
-        if data.get("kind") in ("request.completed", "request.failed", "request.cancelled"):
+        final = data.get("kind") in ("request.completed", "request.failed", "request.cancelled")
+        if final and str(data.get("request_id", "")).startswith(prefix):
             counts[data["request_id"]] += 1
     return counts
 

@@ -48,6 +48,12 @@ class Probe:
         if self._sub is not None:
             await self._sub.unsubscribe()
 
+    async def __aenter__(self) -> Probe:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     async def publish(self, event: Model, subject: str, msg_id: str) -> bool:
         """Publish on JetStream; True if the server stored it, False if it was a duplicate."""
         ack = await self.js.publish(

@@ -14,18 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.aio.client import Client as NATS
-
-from contracts import Subjects
-from tests.support.fakes.openai_server import (
-    FakeOpenAI,
-    Reply,
-    all_text,
-    last_user,
-    structured,
-    verdict,
-)
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import Client
+from tests.support.scripts import all_text, decision, emailing, last_user, structured, verdict
 
 FINAL = ("completed", "partial", "failed", "cancelled")
 KINDS = ("fail", "ask", "cancel", "email", "chat", "plain", "plain", "plain", "fail", "plain")
@@ -54,25 +45,8 @@ def script(fake: FakeOpenAI, hold: threading.Event | None = None, pace: float = 
 
     def orchestrator(body: dict[str, Any]) -> Any:
         text = last_user(body)
-        if "email report #" in text:
-            n = text.split("#")[1].split()[0]
-            return {
-                "worker_type": "EMAIL",
-                "task_description": f"email number {n}",
-                "parameters": [
-                    {"name": "to", "value": f"{n}@example.com"},
-                    {"name": "subject", "value": f"Report {n}"},
-                    {"name": "body", "value": "say the report is ready"},
-                ],
-                "success_criteria": "sent",
-            }
         task = text.split("\n")[1] if "\n" in text else text
-        return {
-            "worker_type": "GENERAL",
-            "task_description": task,
-            "parameters": [],
-            "success_criteria": "an answer",
-        }
+        return emailing(text, "{n}@example.com") or decision("GENERAL", task, "an answer")
 
     def worker(body: dict[str, Any]) -> Any:
         if body.get("response_format"):  # the email worker's draft
@@ -178,18 +152,3 @@ async def run_sessions(
         run.cancel()
     await asyncio.gather(*late, return_exceptions=True)
     tally.stuck += [rid for rid, ends in tally.ends.items() if not ends and rid not in tally.stuck]
-
-
-async def finals_on_the_bus(nc: NATS, namespace: str, prefix: str) -> Counter[str]:
-    """How many terminal events the results stream holds per request of this load."""
-    js = nc.jetstream()
-    stream = Subjects(namespace).results_stream
-    info = await js.stream_info(stream)
-    counts: Counter[str] = Counter()
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await js.get_msg(stream, seq)
-        data = json.loads(msg.data or b"{}")
-        final = data.get("kind") in ("request.completed", "request.failed", "request.cancelled")
-        if final and str(data.get("request_id", "")).startswith(prefix):
-            counts[data["request_id"]] += 1
-    return counts

@@ -12,11 +12,9 @@ from nats.js.api import ConsumerConfig
 from nats.js.errors import APIError
 
 from contracts import Subjects
-from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.bus.topology import bootstrap
-from tests.walls.test_nats_security import User, locked_server
+from tests.support.natsusers import User, locked_server, users_of
 
 NAMESPACE = "walls2"
 
@@ -32,11 +30,8 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NatsServe
 @pytest.fixture
 async def users(locked: tuple[NatsServer, Credentials]) -> AsyncIterator[dict[str, User]]:
     server, creds = locked
-    connected = {u: await User().connect(creds.url(server.url, u), u) for u in (*SERVICES, ADMIN)}
-    await bootstrap(connected[ADMIN].nc.jetstream(), Settings(namespace=NAMESPACE))
-    yield connected
-    for user in connected.values():
-        await user.nc.close()
+    async with users_of(server.url, creds, NAMESPACE) as connected:
+        yield connected
 
 
 async def test_a_watcher_cannot_create_a_durable_consumer_on_the_bucket_it_watches(

@@ -16,18 +16,15 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import System, llm_env
+from tests.support.harness import System
+from tests.support.systems import Systems
 
 SEED_ORIGIN = "http://localhost:3000"  # the seeds' web clients' own port
 
 
 @pytest.fixture(scope="module")
-def gateway(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    env = {**llm_env(fake_llm.base_url), "SIDEKICK_CORS_ORIGINS": SEED_ORIGIN}
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+def gateway(systems: Systems) -> Iterator[System]:
+    yield from systems.run(SIDEKICK_CORS_ORIGINS=SEED_ORIGIN)
 
 
 def http(

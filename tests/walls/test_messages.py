@@ -10,7 +10,6 @@ import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,26 +18,24 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects, WorkerResult
 from services.runtime.bus.natsauth import inbox_prefix
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.harness import System, llm_env
+from tests.support.harness import System
 from tests.support.probe import Probe
+from tests.support.systems import Systems
 
 REAL = "The real answer: Paris."
 gate = threading.Event()  # holds the worker's model call until the attack is in
 
 
 @pytest.fixture(scope="module")
-def attacked(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with System(nats_server.url, llm_env(fake_llm.base_url), logs_dir).start_all() as sys_:
-        yield sys_
+def attacked(systems: Systems) -> Iterator[System]:
+    yield from systems.run()
 
 
 @pytest.fixture
 async def probe(nc: NATS, attacked: System) -> AsyncIterator[Probe]:
-    probe = await Probe(nc, attacked.namespace).start()
-    yield probe
-    await probe.stop()
+    async with Probe(nc, attacked.namespace) as probe:
+        yield probe
 
 
 @pytest.fixture

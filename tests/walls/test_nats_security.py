@@ -14,16 +14,12 @@ from pathlib import Path
 
 import nats
 import pytest
-from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from services.runtime.base.settings import Settings
-from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, inbox_prefix, write_config
+from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials
 from services.runtime.bus.natslogin import variable
-from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.topology import (
     BUCKETS,
-    bootstrap,
     consumers,
     durable_name,
     stream_configs,
@@ -31,13 +27,9 @@ from services.runtime.bus.topology import (
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import ROOT, Client, free_port, llm_env
 from tests.support.natscluster import NatsCluster
+from tests.support.natsusers import User, locked_server, users_of
 
 NAMESPACE = "locked"
-
-
-def locked_server(directory: Path, namespace: str, creds: Credentials) -> NatsServer:
-    config = write_config(directory / "nats.conf", namespace, admin=ADMIN in creds.passwords)
-    return NatsServer(store_dir=directory / "js", config_file=config, env=creds.env()).start()
 
 
 @dataclass(frozen=True)
@@ -67,50 +59,11 @@ def bare_server(
     cluster.stop()
 
 
-class User:
-    """A NATS connection as one user, collecting the server's permission errors."""
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-        self.nc = NATS()
-
-    async def connect(self, url: str, user: str) -> User:
-        async def on_error(exc: Exception) -> None:
-            self.errors.append(str(exc))
-
-        prefix = inbox_prefix(user) if user in SERVICES else "_INBOX"
-        await self.nc.connect(url, error_cb=on_error, max_reconnect_attempts=0, inbox_prefix=prefix)
-        return self
-
-    async def violation(self, wanted: str) -> bool:
-        wanted = wanted.lower()  # nats-py lower-cases the server's message
-        for _ in range(100):
-            if any(wanted in e.lower() for e in self.errors):
-                return True
-            await asyncio.sleep(0.02)
-        return False
-
-    async def refused_subscription(self, subject: str) -> bool:
-        await self.nc.subscribe(subject)
-        await self.nc.flush()
-        return await self.violation(f'permissions violation for subscription to "{subject}"')
-
-    async def denied(self, subject: str) -> bool:
-        """Publish; True once the server reported a publish violation for `subject`."""
-        await self.nc.publish(subject, b"{}", reply=f"{self.nc._inbox_prefix.decode()}.x")
-        await self.nc.flush()
-        return await self.violation(f'permissions violation for publish to "{subject}"')
-
-
 @pytest.fixture
 async def users(bare_server: tuple[Seat, Credentials]) -> AsyncIterator[dict[str, User]]:
     seat, creds = bare_server
-    connected = {u: await User().connect(creds.url(seat.url, u), u) for u in (*SERVICES, ADMIN)}
-    settings = Settings(namespace=NAMESPACE, stream_replicas=seat.replicas)
-    await bootstrap(connected[ADMIN].nc.jetstream(), settings)
-    yield connected
-    for user in connected.values():
-        await user.nc.close()
+    async with users_of(seat.url, creds, NAMESPACE, seat.replicas) as connected:
+        yield connected
 
 
 async def test_a_service_with_another_services_credentials_cannot_publish_its_subjects(

@@ -6,24 +6,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import System, llm_env
+from tests.support.harness import System
+from tests.support.systems import Systems
 
 FLOOD = 25
 MARKER = "POISONCONTENT"
 
 
 @pytest.fixture(scope="module")
-def poisoned(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with System(nats_server.url, llm_env(fake_llm.base_url), logs_dir).start_all() as sys_:
-        yield sys_
+def poisoned(systems: Systems) -> Iterator[System]:
+    yield from systems.run()
 
 
 async def test_a_flood_of_poison_messages_is_one_line_each_kind_without_their_content(

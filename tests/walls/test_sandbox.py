@@ -15,25 +15,14 @@ from pathlib import Path
 import pytest
 
 from services.workers.tools import reachable
-from services.workers.tools.bwrap import Limits
 from services.workers.tools.catalog import files_root, python_sandbox
 from services.workers.tools.python_sandbox import PythonSandbox
 from services.workers.tools.settings import ToolsSettings
 from tests.support.dirs import searchable_root
+from tests.support.sandbox import LIMITS, SNOOP
 
 ROOT = Path(__file__).resolve().parents[2]
-MiB = 1024 * 1024
-LIMITS = Limits(cpu_seconds=2, memory_bytes=256 * MiB, wall_seconds=8, output_chars=4000)
 files = searchable_root()
-
-SNOOP = """
-import os
-for fd in sorted(os.listdir("/proc/self/fd"), key=int):
-    try:
-        print(fd, os.readlink(f"/proc/self/fd/{fd}"))
-    except OSError:
-        pass
-"""
 
 
 async def test_the_code_holds_no_descriptor_of_the_host_beyond_its_stdio(files: Path) -> None:
@@ -53,7 +42,7 @@ def test_under_the_services_event_loop_too_the_code_holds_no_descriptor_of_the_h
 import asyncio, json, sys, uvloop
 from pathlib import Path
 from services.workers.tools.python_sandbox import PythonSandbox
-from tests.walls.test_sandbox import LIMITS, SNOOP
+from tests.support.sandbox import LIMITS, SNOOP
 async def main() -> None:
     assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
     result = await PythonSandbox(LIMITS, Path({str(files)!r})).run(SNOOP, "alice/uvfds")

@@ -4,9 +4,7 @@ missing Chromium fails these tests; it never skips them."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from services.runtime.walls.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.settings import ToolsSettings
-from services.workers.tools.toolbox import Call, RunContext, ToolBox
+from tests.support.browsing import task
 from tests.support.fakes.http import FakeServer, Response
 from tests.support.fakes.site import FakeSite
 
@@ -53,29 +51,6 @@ async def browser(site: FakeSite) -> AsyncIterator[Browser]:
     )
     yield b
     await b.close()
-
-
-class Task:
-    """One task's run of the browser tools, as the TOOLS worker makes it."""
-
-    def __init__(self, browser: Browser, request_id: str) -> None:
-        self.box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
-        self.run = RunContext(request_id=request_id, session_id="s", attempt=1)
-
-    async def call(self, name: str, **args: object) -> tuple[str, bool]:
-        """The tool's result, and whether it succeeded."""
-        outcome = await self.box.call(name, json.dumps(args), Call(self.run, f"call_{name}"))
-        return outcome.content, outcome.ok
-
-
-@asynccontextmanager
-async def task(browser: Browser, request_id: str) -> AsyncIterator[Task]:
-    """A task's run, closed (its browser context with it) when the block ends."""
-    t = Task(browser, request_id)
-    try:
-        yield t
-    finally:
-        await t.run.close()
 
 
 async def test_navigate_text_links_and_click_in_real_chromium(

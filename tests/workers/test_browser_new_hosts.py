@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
@@ -20,7 +20,7 @@ from services.runtime.walls.egress import Egress
 from services.workers.tools.browser import Browser
 from services.workers.tools.hosts import NEW_DOMAIN, Hosts
 from services.workers.tools.settings import ToolsSettings
-from services.workers.tools.toolbox import Call, RunContext, ToolBox
+from tests.support.browsing import Task, task
 from tests.support.fakes.http import Response
 from tests.support.fakes.site import FakeSite
 
@@ -74,28 +74,11 @@ async def browser(home: FakeSite, away: FakeSite) -> AsyncIterator[Browser]:
     await b.close()
 
 
-class Task:
+def task_under(browser: Browser, decision: PolicyDecision) -> AbstractAsyncContextManager[Task]:
     """One task's browser tools, on a run whose policy says `decision` for a new host and
     which has opened the home host (as the approval gate does before browser_navigate)."""
-
-    def __init__(self, browser: Browser, decision: PolicyDecision) -> None:
-        self.box = ToolBox(browser.tools(), result_chars=5000, call_timeout=60)
-        ruling = Policy.configured(f"{NEW_DOMAIN}={decision}", None).ruling(NEW_DOMAIN)
-        self.hosts = Hosts(ruling, opened={"127.0.0.1"})
-        self.run = RunContext(request_id="r", session_id="s", attempt=1, hosts=self.hosts)
-
-    async def call(self, name: str, **args: object) -> tuple[str, bool]:
-        outcome = await self.box.call(name, json.dumps(args), Call(self.run, f"call_{name}"))
-        return outcome.content, outcome.ok
-
-
-@asynccontextmanager
-async def task(browser: Browser, decision: PolicyDecision) -> AsyncIterator[Task]:
-    t = Task(browser, decision)
-    try:
-        yield t
-    finally:
-        await t.run.close()
+    ruling = Policy.configured(f"{NEW_DOMAIN}={decision}", None).ruling(NEW_DOMAIN)
+    return task(browser, "r", Hosts(ruling, opened={"127.0.0.1"}))
 
 
 def asks_for(url: str, via: str) -> str:
@@ -114,7 +97,7 @@ async def test_a_click_to_another_host_sends_it_nothing_and_the_model_is_told_to
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
-    async with task(browser, "ask") as t:
+    async with task_under(browser, "ask") as t:
         text, ok = await t.call("browser_navigate", url=home.url + "/")
         assert ok, text
         text, ok = await t.call("browser_click", selector="#out")
@@ -134,7 +117,7 @@ async def test_an_http_redirect_to_another_host_sends_it_nothing(
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
-    async with task(browser, "ask") as t:
+    async with task_under(browser, "ask") as t:
         for path in ("/bounce", "/hop"):  # one hop, and a second hop after a same-host one
             text, ok = await t.call("browser_navigate", url=home.url + path)
             assert not ok
@@ -147,7 +130,7 @@ async def test_a_script_or_a_meta_refresh_to_another_host_sends_it_nothing(
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
-    async with task(browser, "ask") as t:
+    async with task_under(browser, "ask") as t:
         for path in ("/script", "/refresh"):  # `location = …`, and a meta refresh
             text, _ = await t.call("browser_navigate", url=home.url + path)
             told = asks_for(away_url(away, "/"), PAGE)
@@ -165,7 +148,7 @@ async def test_a_pop_up_window_is_not_opened(
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
-    async with task(browser, "ask") as t:
+    async with task_under(browser, "ask") as t:
         await t.call("browser_navigate", url=home.url + "/")
         text, _ = await t.call("browser_click", selector="#pop")
         popup = away_url(away, "/popup")
@@ -182,7 +165,7 @@ async def test_under_deny_the_model_is_told_the_policy_forbids_it(
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
-    async with task(browser, "deny") as t:
+    async with task_under(browser, "deny") as t:
         text, ok = await t.call("browser_navigate", url=home.url + "/bounce")
         assert not ok
         assert text.endswith(
@@ -197,7 +180,7 @@ async def test_under_allow_every_navigation_goes_through_and_counts_its_host_ope
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
-    async with task(browser, "allow") as t:
+    async with task_under(browser, "allow") as t:
         text, ok = await t.call("browser_navigate", url=home.url + "/bounce")
         assert ok and f"Opened {away_url(away, '/')} (HTTP 200)" in text, text
         await t.call("browser_navigate", url=home.url + "/")
@@ -211,7 +194,7 @@ async def test_a_frame_of_another_host_is_not_a_navigation_and_stays_under_the_e
     browser: Browser, home: FakeSite, away: FakeSite
 ) -> None:
     start = len(away.requests)
-    async with task(browser, "ask") as t:
+    async with task_under(browser, "ask") as t:
         text, ok = await t.call("browser_navigate", url=home.url + "/framed")
         assert ok and "did not open" not in text, text
     assert pages_since(away, start) == ["/frame"]

@@ -17,15 +17,13 @@ from services.workers.email import EmailWorker
 from services.workers.settings import WorkerSettings
 from tests.support.fakes.http import Response
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.workers_support import by_schema, connected_deps, task
-
-SENDER = "sidekick@example.com"
+from tests.support.fakes.sendgrid import SENDER, FakeSendGrid
+from tests.support.scripts import by_schema
+from tests.support.workers_support import connected_deps, task
 
 
 @pytest.fixture(autouse=True)
-def _reset(sendgrid: FakeSendGrid, fake_llm: FakeOpenAI) -> None:
-    sendgrid.reset()
+def _drafts(fake_llm: FakeOpenAI) -> None:
     fake_llm.script(
         "fake-worker",
         by_schema({"EmailDraft": lambda body: {"subject": "Hello", "body": "Hi,\n\nHello.\n"}}),

@@ -20,14 +20,15 @@ from typing import Any
 import pytest
 
 from services.runtime.base.children import die_with_parent
-from services.runtime.bus.natsserver import NatsServer
 from services.workers.tools.worker import SYSTEM
-from tests.support.dirs import searchable_dir
+from tests.support.dirs import searchable_root
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, Script, tool_call
 from tests.support.harness import ROOT, Client, System, free_port
 from tests.support.mcp_server import stdio_entry
 from tests.support.procs import alive
-from tests.support.workers_support import decide_tools, start_system, tool_results, wait_for
+from tests.support.scripts import decide_tools, tool_results
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 MODEL = "fake-tools-mcp"
 CALL_TIMEOUT = 3
@@ -59,13 +60,12 @@ def http_server() -> Iterator[int]:
     proc.wait(10)
 
 
+files = searchable_root()
+
+
 @pytest.fixture(scope="module")
 def mcp_system(
-    nats_server: NatsServer,
-    fake_llm: FakeOpenAI,
-    logs_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    http_server: int,
+    systems: Systems, files: Path, tmp_path_factory: pytest.TempPathFactory, http_server: int
 ) -> Iterator[System]:
     config = tmp_path_factory.mktemp("mcp") / "mcp.json"
     servers = {
@@ -79,22 +79,15 @@ def mcp_system(
         "off": {"command": "/nonexistent/never-started", "disabled": True},
     }
     config.write_text(json.dumps({"mcpServers": servers}))
-    with (
-        searchable_dir() as files,
-        start_system(
-            nats_server.url,
-            fake_llm,
-            logs_dir,
-            SIDEKICK_WORKERS="GENERAL,TOOLS",
-            SIDEKICK_WORKER_LLM_MODEL=MODEL,
-            SIDEKICK_FILES_ROOT=str(files),
-            SIDEKICK_MCP_CONFIG=str(config),
-            SIDEKICK_MCP_CALL_TIMEOUT=str(CALL_TIMEOUT),
-            PUSHOVER_TOKEN=PUSHOVER,
-            PUSHOVER_USER="pushover-user-key",
-        ) as sys_,
-    ):
-        yield sys_
+    yield from systems.run(
+        tools=MODEL,
+        keyless=True,
+        SIDEKICK_FILES_ROOT=str(files),
+        SIDEKICK_MCP_CONFIG=str(config),
+        SIDEKICK_MCP_CALL_TIMEOUT=str(CALL_TIMEOUT),
+        PUSHOVER_TOKEN=PUSHOVER,
+        PUSHOVER_USER="pushover-user-key",
+    )
 
 
 def _listening(port: int) -> bool:

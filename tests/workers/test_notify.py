@@ -1,15 +1,15 @@
-"""notify against a fake Pushover, with its idempotency ledger in a real JetStream KV bucket."""
+"""notify against a fake Pushover, with its idempotency ledger in a JetStream KV bucket, in memory
+and on the real server."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
-from nats.aio.client import Client as NATS
-from nats.js.kv import KeyValue
 
 from services.workers.tools.notify import Notifier, ledger_key
 from services.workers.tools.toolbox import Call, RunContext, ToolBox
@@ -17,11 +17,9 @@ from tests.support.fakes.pushover import FakePushover
 
 
 @pytest.fixture
-async def ledger(nc: NATS) -> AsyncIterator[KeyValue]:
-    js = nc.jetstream()
-    name = f"notify_{uuid.uuid4().hex[:8]}"
-    yield await js.create_key_value(bucket=name)
-    await js.delete_key_value(name)
+def ledger(kv: Any) -> Any:
+    """The ledger's bucket: the `kv` fixture's, in memory and on the real server."""
+    return kv
 
 
 @pytest.fixture
@@ -30,7 +28,7 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def box(http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover, **keys: str) -> ToolBox:
+def box(http: httpx.AsyncClient, ledger: Any, pushover: FakePushover, **keys: str) -> ToolBox:
     notifier = Notifier(
         http,
         lambda: ledger,
@@ -42,7 +40,7 @@ def box(http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover, **key
 
 
 async def test_the_same_call_id_is_pushed_once_and_a_new_message_again(
-    http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover
+    http: httpx.AsyncClient, ledger: Any, pushover: FakePushover
 ) -> None:
     tools = box(http, ledger, pushover)
     run = RunContext(request_id=uuid.uuid4().hex, session_id="s", attempt=1)
@@ -63,7 +61,7 @@ async def test_the_same_call_id_is_pushed_once_and_a_new_message_again(
 
 
 async def test_without_keys_notify_names_the_variables_and_sends_nothing(
-    http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover
+    http: httpx.AsyncClient, ledger: Any, pushover: FakePushover
 ) -> None:
     before = len(pushover.requests)
     tools = box(http, ledger, pushover, token="", user="")
@@ -75,7 +73,7 @@ async def test_without_keys_notify_names_the_variables_and_sends_nothing(
 
 
 async def test_a_refused_notification_is_reported_and_not_retried_for_the_same_call(
-    http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover
+    http: httpx.AsyncClient, ledger: Any, pushover: FakePushover
 ) -> None:
     tools = box(http, ledger, pushover, user="not-a-user")
     run = RunContext(request_id=uuid.uuid4().hex, session_id="s", attempt=1)
@@ -90,7 +88,7 @@ async def test_a_refused_notification_is_reported_and_not_retried_for_the_same_c
 
 
 async def test_a_rerun_that_gives_the_same_message_a_new_call_id_does_not_push_it_again(
-    http: httpx.AsyncClient, ledger: KeyValue, pushover: FakePushover
+    http: httpx.AsyncClient, ledger: Any, pushover: FakePushover
 ) -> None:
     tools = box(http, ledger, pushover)
     request = uuid.uuid4().hex

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
 from contracts import Source, WorkerTask, WorkflowStatus
 from services.workers import freshness
@@ -17,12 +16,8 @@ from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
 from tests.support.fakes.http import Response
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.pages import PageServer
-from tests.support.workers_support import by_schema, task, unconnected_deps
-
-
-@pytest.fixture(autouse=True)
-def _reset(brave: FakeBrave) -> None:
-    brave.reset()
+from tests.support.scripts import by_schema
+from tests.support.workers_support import task, unconnected_deps
 
 
 def worker(

@@ -15,8 +15,7 @@ from tests.support.workers_support import task, unconnected_deps
 
 
 @pytest.fixture(autouse=True)
-def _reset(brave: FakeBrave, fake_llm: FakeOpenAI) -> None:
-    brave.reset()
+def _summaries(fake_llm: FakeOpenAI) -> None:
     fake_llm.script("fake-worker", lambda body: "From the results [1].")
 
 

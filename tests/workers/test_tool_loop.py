@@ -4,7 +4,6 @@ model that never answers is stopped at the step limit with an honest result."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 from collections.abc import Iterator
@@ -15,16 +14,16 @@ import pytest
 
 from contracts import WorkerTask
 from contracts.events import TaskBudget
-from services.runtime.base.settings import LLMConfig, Settings
+from services.runtime.base.settings import Settings
 from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.bus.core import Bus
 from services.runtime.hosting.host import make_broker
-from services.runtime.llm import LLMClient
 from services.workers.base import WorkerDeps
 from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.worker import SYSTEM, ToolsWorker
 from tests.support.dirs import searchable_dir
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
+from tests.support.scripts import calls_for_ever
 
 MODEL = "fake-tools-loop"
 
@@ -39,12 +38,7 @@ def worker(
     fake_llm: FakeOpenAI, tmp_path: Path, max_tokens: int = 0, **settings: Any
 ) -> ToolsWorker:
     base = Settings(namespace="loop", data_dir=tmp_path)
-    config = LLMConfig(role="worker", base_url=fake_llm.base_url, api_key="k", model=MODEL)
-    llm = LLMClient(
-        dataclasses.replace(config, max_tokens_answer=max_tokens),
-        timeout=10,
-        max_retries=0,
-    )
+    llm = fake_llm.client("worker", MODEL, max_tokens_answer=max_tokens)
     deps = WorkerDeps(
         bus=Bus(make_broker(base, "loop-test"), base, "loop-test"), settings=base, llm=llm
     )
@@ -108,12 +102,7 @@ async def test_a_tool_without_its_key_is_an_error_the_model_reads_and_the_loop_g
 async def test_a_loop_that_never_answers_stops_at_the_step_limit_with_an_honest_result(
     fake_llm: FakeOpenAI, tmp_path: Path
 ) -> None:
-    turns = itertools.count(1)
-
-    def model(body: dict[str, Any]) -> Reply:
-        return Reply(tool_calls=[tool_call("files_list", {}, f"call_{next(turns)}")])
-
-    fake_llm.script(MODEL, model)
+    fake_llm.script(MODEL, calls_for_ever("files_list"))
     result = await worker(fake_llm, tmp_path, tools_max_steps=3).run(task("list my files"))
     assert not result.success and result.output == ""
     assert result.error is not None
@@ -149,12 +138,7 @@ async def test_python_and_files_results_go_back_to_the_model(
 async def test_the_requests_budget_stops_the_loop_before_the_call_that_would_pass_it(
     fake_llm: FakeOpenAI, tmp_path: Path
 ) -> None:
-    turns = itertools.count(1)
-
-    def model(body: dict[str, Any]) -> Reply:
-        return Reply(tool_calls=[tool_call("files_list", {}, f"call_{next(turns)}")])
-
-    fake_llm.script(MODEL, model)
+    fake_llm.script(MODEL, calls_for_ever("files_list"))
     budgeted = task("list my files").model_copy(
         update={"budget": TaskBudget(tokens=1_000_000, calls=2)}
     )
@@ -173,10 +157,7 @@ async def test_a_call_whose_maximum_could_pass_the_token_budget_is_not_made(
     """Each call's maximum (its prompt, estimated, and its max_tokens of 100) is counted in
     advance: a budget of 10 tokens allows no call at all; a budget of exactly the first call's
     maximum plus what it used (18) allows it, and not the second, whose prompt is longer."""
-    turns = itertools.count(1)
-    fake_llm.script(
-        MODEL, lambda body: Reply(tool_calls=[tool_call("files_list", {}, f"c{next(turns)}")])
-    )
+    fake_llm.script(MODEL, calls_for_ever("files_list", "c"))
     tools = worker(fake_llm, tmp_path, max_tokens=100, tools_max_steps=10)
     tiny = task("list my files").model_copy(update={"budget": TaskBudget(tokens=10, calls=10)})
     none = await tools.run(tiny)

@@ -7,23 +7,23 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
 from services.workers.tools.worker import SYSTEM
-from tests.support.dirs import searchable_dir
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, tool_call
+from tests.support.dirs import searchable_root
+from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.fakes.pushover import FakePushover
 from tests.support.fakes.site import FakeSite
 from tests.support.fakes.wikipedia import FakeWikipedia
-from tests.support.harness import ROOT, Client, System, llm_env
-from tests.support.workers_support import decide_tools, tool_results
+from tests.support.harness import ROOT, Client, System
+from tests.support.scripts import decide_tools, last_user, tool_results
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 MODEL = "fake-tools-e2e"
 MAX_STEPS = 4
@@ -33,47 +33,28 @@ SCREENSHOTS = ROOT / "tests" / "artifacts" / "tools-e2e"
 QUOTA_MB = 16
 
 
+files = searchable_root()
+
+
 @pytest.fixture(scope="module")
 def tools_system(
-    nats_server: NatsServer,
-    fake_llm: FakeOpenAI,
-    logs_dir: Path,
-    wiki: FakeWikipedia,
-    pushover: FakePushover,
-    site: FakeSite,
+    systems: Systems, files: Path, wiki: FakeWikipedia, pushover: FakePushover, site: FakeSite
 ) -> Iterator[System]:
-    with searchable_dir() as files:
-        env = {
-            **llm_env(fake_llm.base_url),
-            "SIDEKICK_WORKER_LLM_MODEL": MODEL,
-            "SIDEKICK_WORKERS": "GENERAL,TOOLS",
-            "SIDEKICK_TOOLS_MAX_STEPS": str(MAX_STEPS),
-            "SIDEKICK_FILES_ROOT": str(files),
-            "SIDEKICK_FILES_QUOTA_MB": str(QUOTA_MB),
-            # The local site is operator-trusted here; nothing else on loopback is.
-            "SIDEKICK_EGRESS_ALLOW": site.host_port,
-            "SIDEKICK_BROWSER_SCREENSHOT_DIR": str(SCREENSHOTS),
-            "SIDEKICK_WIKIPEDIA_BASE_URL": wiki.url,
-            "PUSHOVER_TOKEN": pushover.token,
-            "PUSHOVER_USER": pushover.user,
-            "SIDEKICK_PUSHOVER_BASE_URL": pushover.url,
-            # The tools themselves are tested here; the policy's asking (notify asks by
-            # default) in tests/approvals/test_tools.py.
-            "SIDEKICK_APPROVALS": "notify=allow",
-            # No key must ever reach a real API from a test.
-            "BRAVE_SEARCH_API_KEY": "",
-            "SIDEKICK_BRAVE_BASE_URL": "http://127.0.0.1:9",
-        }
-        with System(nats_server.url, env, logs_dir).start_all() as sys_:
-            yield sys_
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.05)
+    yield from systems.run(
+        tools=MODEL,
+        keyless=True,
+        pushover=pushover,
+        # The tools themselves are tested here; the policy's asking (notify asks by default) in
+        # tests/approvals/test_tools.py.
+        approvals="notify=allow",
+        SIDEKICK_TOOLS_MAX_STEPS=str(MAX_STEPS),
+        SIDEKICK_FILES_ROOT=str(files),
+        SIDEKICK_FILES_QUOTA_MB=str(QUOTA_MB),
+        # The local site is operator-trusted here; nothing else on loopback is.
+        SIDEKICK_EGRESS_ALLOW=site.host_port,
+        SIDEKICK_BROWSER_SCREENSHOT_DIR=str(SCREENSHOTS),
+        SIDEKICK_WIKIPEDIA_BASE_URL=wiki.url,
+    )
 
 
 async def test_the_model_browses_a_page_in_real_chromium_and_answers_with_what_it_says(
@@ -182,7 +163,7 @@ async def test_a_notification_in_a_task_delivered_twice_is_pushed_once(
     fake_llm.script(MODEL, model)
     async with Client(tools_system.ws_url, events=True) as client:
         await client.send({"uuid": client.uuid, "message": "Please route: notify me"})
-        await wait_for(lambda: first_run["held"] and len(pushover.messages) == 1)
+        await wait_for(lambda: first_run["held"] and len(pushover.messages) == 1, 60)
         tools_system.kill("workers")
         release.set()
         await asyncio.to_thread(tools_system.restart, "workers")

@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.harness import ROOT, Client, System
-from tests.support.workers_support import by_schema, decide, start_system
+from tests.support.harness import Client, System, sidekick
+from tests.support.scripts import by_schema, decide
+from tests.support.systems import Systems
+from tests.support.workers_support import every_kind
 
 
 @pytest.fixture(scope="module")
-def keyless(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with start_system(nats_server.url, fake_llm, logs_dir) as sys_:
-        yield sys_
+def keyless(systems: Systems) -> Iterator[System]:
+    yield from every_kind(systems)
 
 
 def get_json(url: str) -> Any:
@@ -79,24 +76,19 @@ async def test_email_without_a_sendgrid_key_is_kept_in_the_outbox_marked_not_sen
     assert entry["request_id"] == convo.end["request_id"]
 
     shown_run = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "services.cli", "outbox", "--url", keyless.http_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+        sidekick, "outbox", "--url", keyless.http_url, timeout=60, check=True
     )
     shown = shown_run.stdout
     assert "NOT SENT" in shown and "Subject: The plan" in shown and "cy@example.com" in shown
+    env = {"PATH": "/usr/bin:/bin", "SIDEKICK_NAMESPACE": keyless.namespace}
     direct_run = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "services.cli", "outbox", "--json", "--nats-url", keyless.nats_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+        sidekick,
+        "outbox",
+        "--json",
+        "--nats-url",
+        keyless.nats_url,
+        env=env,
         timeout=60,
         check=True,
-        env={"PATH": "/usr/bin:/bin", "SIDEKICK_NAMESPACE": keyless.namespace},
     )
     assert [e["request_id"] for e in json.loads(direct_run.stdout)] == [entry["request_id"]]

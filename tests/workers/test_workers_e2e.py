@@ -5,55 +5,37 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects, WorkerTask
-from services.runtime.bus.natsserver import NatsServer
 from services.workers.freshness import NOTE
 from tests.support.fakes.brave import NEWS, WEB, FakeBrave, result
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.pages import PageServer
-from tests.support.fakes.sendgrid import SEND, FakeSendGrid
+from tests.support.fakes.sendgrid import SEND, SENDER, FakeSendGrid
 from tests.support.harness import System
-from tests.support.workers_support import by_schema, decide, start_system, wait_for
-
-SENDER = "sidekick@example.com"
+from tests.support.scripts import by_schema, decide
+from tests.support.systems import SEND_FREELY, Systems
+from tests.support.waits import wait_for
+from tests.support.workers_support import every_kind
 
 
 @pytest.fixture(scope="module")
 def keyed(
-    nats_server: NatsServer,
-    fake_llm: FakeOpenAI,
-    logs_dir: Path,
-    brave: FakeBrave,
-    sendgrid: FakeSendGrid,
-    pages: PageServer,
+    systems: Systems, brave: FakeBrave, sendgrid: FakeSendGrid, pages: PageServer
 ) -> Iterator[System]:
-    with start_system(
-        nats_server.url,
-        fake_llm,
-        logs_dir,
-        BRAVE_SEARCH_API_KEY=brave.token,
-        SIDEKICK_BRAVE_BASE_URL=brave.url,
-        SENDGRID_API_KEY=sendgrid.key,
-        SENDGRID_FROM_EMAIL=SENDER,
-        SIDEKICK_SENDGRID_BASE_URL=sendgrid.url,
-        # These tests are about sending; approvals have their own (tests/approvals/).
-        SIDEKICK_APPROVALS="email.send=allow;email.send:unwritten_recipient=allow",
+    # These tests are about sending; approvals have their own (tests/approvals/).
+    yield from every_kind(
+        systems,
+        brave=brave,
+        sendgrid=sendgrid,
+        approvals=SEND_FREELY,
         # The page server (under both its names) is operator-trusted here.
         SIDEKICK_EGRESS_ALLOW=f"127.0.0.1:{pages.port},localhost:{pages.port}",
-    ) as sys_:
-        yield sys_
-
-
-@pytest.fixture(autouse=True)
-def _reset(brave: FakeBrave, sendgrid: FakeSendGrid) -> None:
-    brave.reset()
-    sendgrid.reset()
+    )
 
 
 def user_and_system(call: dict[str, Any]) -> tuple[str, str]:

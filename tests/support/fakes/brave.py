@@ -36,9 +36,12 @@ class FakeBrave(FakeServer):
         self.route("GET", NEWS, lambda rec: self._answer(rec, news=True))
 
     def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
+        super().reset()
         self.web, self.news, self.failure = {}, {}, None
+
+    def env(self) -> dict[str, str]:
+        """What the search and research workers are given to search through this fake."""
+        return {"BRAVE_SEARCH_API_KEY": self.token, "SIDEKICK_BRAVE_BASE_URL": self.url}
 
     def queries(self, path: str = WEB) -> list[str]:
         return [query_of(r) for r in self.calls(path)]

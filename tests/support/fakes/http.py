@@ -47,14 +47,33 @@ class _Quiet(ThreadingHTTPServer):
 
 class FakeServer:
     """Start with `start()` (or `with FakeX() as fake:`); `url` is http://127.0.0.1:PORT. Every
-    request is recorded."""
+    request is recorded.
+
+    A fake whose handler calls `gate()` can be held: while `held`, each such request sets
+    `arrived` and is answered only once `release` is set (a test kills a worker mid-send)."""
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.routes: dict[tuple[str, str], Route] = {}
         self.fallback: Route | None = None  # answers requests no route matches
+        self.held = False
+        self.arrived = threading.Event()
+        self.release = threading.Event()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+
+    def gate(self) -> None:
+        if self.held:
+            self.arrived.set()
+            self.release.wait(60)
+
+    def reset(self) -> None:
+        """Forget the requests and open the gate."""
+        with self._lock:
+            self.requests.clear()
+        self.held = False
+        self.arrived.clear()
+        self.release.clear()
 
     def route(self, method: str, path: str, handler: Route) -> None:
         self.routes[(method, path)] = handler
@@ -131,6 +150,7 @@ class FakeServer:
         return self
 
     def stop(self) -> None:
+        self.release.set()  # nothing stays held
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

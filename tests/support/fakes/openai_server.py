@@ -20,23 +20,20 @@ are refused) is played from a script's two answers: the script is asked the deci
 request as a `FrontlineDecision` structured request, so `structured(body)` names it) and, for a
 direct answer, the answer (the request without tools); the fake renders the route as the call's
 convention asks. A script may instead answer the call itself (a `Reply`, with a `route` tool call
-or a `ROUTE:` line, or text). By default:
-- frontline: route when the last user message mentions a tool-ish word, else answer directly;
-- orchestrator: GENERAL with the message as task;
-- worker: "Answer to: <task>";
-- evaluator: passed, score 90.
+or a `ROUTE:` line, or text). The scripts, and the defaults each role starts from, are in the
+one library of them, tests/support/scripts.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.fake_model import last_user
+from services.runtime.base.settings import LLMConfig
+from services.runtime.llm import LLMClient
 from tests.support.fakes.http import FakeServer, Recorded, Response
 from tests.support.fakes.openai_replies import (
     ROUTE_LINE,
@@ -48,106 +45,9 @@ from tests.support.fakes.openai_replies import (
     sse,
     tool_call,
 )
+from tests.support.scripts import DEFAULTS
 
-__all__ = [
-    "ROUTE_LINE",
-    "FakeOpenAI",
-    "Reply",
-    "Script",
-    "last_user",
-    "one_call",
-    "tool_call",
-    "verdict",
-]
-
-ROUTE_WORDS = ("search", "email", "research", "latest", "news", "price", "browse", "route")
-
-
-def all_text(body: dict[str, Any]) -> str:
-    return "\n".join(str(m.get("content")) for m in body.get("messages", []))
-
-
-SCHEMA_IN_PROMPT = re.compile(r"JSON Schema of (\w+)")
-
-
-def structured(body: dict[str, Any]) -> str | None:
-    """The name of the schema a request asks for, however it asks (None: free text)."""
-    fmt = body.get("response_format") or {}
-    if fmt.get("type") == "json_schema":
-        return str(fmt["json_schema"]["name"])
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and "function" in choice:
-        return str(choice["function"]["name"])
-    for m in body.get("messages", []):
-        found = (
-            SCHEMA_IN_PROMPT.search(str(m.get("content"))) if m.get("role") == "system" else None
-        )
-        if found:
-            return found.group(1)
-    return "json_object" if fmt.get("type") == "json_object" else None
-
-
-def default_frontline(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
-    if structured(body):
-        text = last_user(body).lower()
-        route = any(w in text for w in ROUTE_WORDS)
-        return {"route_to_orchestrator": route, "reason": "tools" if route else "small talk"}
-    return "Hello there! How can I help you today?"
-
-
-def default_orchestrator(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
-    return {
-        "worker_type": "GENERAL",
-        "task_description": last_user(body).split("\n")[1] if "\n" in last_user(body) else "task",
-        "parameters": [],
-        "success_criteria": "A clear, correct answer.",
-    }
-
-
-def default_worker(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
-    first = last_user(body).split("\n")[0]
-    schema = structured(body)
-    if schema == "ResearchPlan":  # the research pipeline's planner: plan, never ask
-        return research_plan(first.removeprefix("Research task: "))
-    if schema == "ResearchSynthesis":
-        goal = first.removeprefix("Research goal: ")
-        return {"answer_markdown": f"Answer to: {goal} [1]", "confidence": "high", "citations": [1]}
-    return "Answer to: " + first
-
-
-def research_plan(goal: str, questions: list[str] | None = None) -> dict[str, Any]:
-    """A research planner's reply: search for the goal, or ask these questions first."""
-    return {
-        "goal": goal,
-        "steps": ["search", "summarise"],
-        "search_queries": [goal[:80]],
-        "requirements": ["answers the request"],
-        "freshness_required": False,
-        "clarification_needed": bool(questions),
-        "questions": [{"id": f"q{n}", "question": q} for n, q in enumerate(questions or [], 1)],
-    }
-
-
-def default_evaluator(body: dict[str, Any]) -> Reply | str | dict[str, Any]:
-    return verdict(True, 90, "Looks good.")
-
-
-def verdict(
-    passed: bool,
-    score: int,
-    feedback: str,
-    suggestions: list[str] | None = None,
-    user_input_needed: bool = False,
-    questions: list[str] | None = None,
-) -> dict[str, Any]:
-    return {
-        "passed": passed,
-        "score": score,
-        "feedback": feedback,
-        "suggestions": suggestions or [],
-        "user_input_needed": user_input_needed,
-        "questions": questions or [],
-    }
+__all__ = ["ROUTE_LINE", "FakeOpenAI", "Reply", "Script", "one_call", "tool_call"]
 
 
 def text_vector(text: str) -> list[float]:
@@ -176,8 +76,7 @@ class FakeOpenAI(FakeServer):
         return self.url + "/v1"
 
     def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
+        super().reset()
         self.refuse: set[str] = set()
         self.wrap: str | None = None
         self.api_key: str | None = None
@@ -185,15 +84,25 @@ class FakeOpenAI(FakeServer):
         self.embedding_models = ["text-embedding-3-small"]
         # The usage each chat reply reports (prompt, completion tokens), from its request.
         self.usage_of: Callable[[dict[str, Any]], tuple[int, int]] = lambda body: (11, 7)
-        self.scripts = {
-            "fake-frontline": default_frontline,
-            "fake-orchestrator": default_orchestrator,
-            "fake-worker": default_worker,
-            "fake-evaluator": default_evaluator,
-        }
+        self.scripts = dict(DEFAULTS)
 
     def script(self, model: str, fn: Script) -> None:
         self.scripts[model] = fn
+
+    def client(
+        self,
+        role: str = "frontline",
+        model: str = "fake-frontline",
+        *,
+        base_url: str | None = None,
+        timeout: float = 10,
+        retries: int = 0,
+        **config: Any,
+    ) -> LLMClient:
+        """Sidekick's LLM client for `role` on this fake's `model` (`config`: LLMConfig's
+        other fields; `base_url`: another server's, for a client that must fail to reach it)."""
+        given = LLMConfig(role, base_url or self.base_url, "k", model, **config)
+        return LLMClient(given, timeout=timeout, max_retries=retries)
 
     def chat_calls(self, model: str) -> list[dict[str, Any]]:
         return [c.json() for c in self.calls("/v1/chat/completions") if c.json()["model"] == model]

@@ -26,6 +26,23 @@ class FakePushover(FakeServer):
         self.route("POST", MESSAGES, self._message)
         self.route("POST", VALIDATE, self._validate)
 
+    def reset(self) -> None:
+        super().reset()
+        with self._lock:
+            self.messages.clear()
+
+    def env(self) -> dict[str, str]:
+        """What the tools worker is given to push through this fake."""
+        return {
+            "PUSHOVER_TOKEN": self.token,
+            "PUSHOVER_USER": self.user,
+            "SIDEKICK_PUSHOVER_BASE_URL": self.url,
+        }
+
+    def sent(self, message: str) -> int:
+        """How many times `message` was pushed."""
+        return len([m for m in self.messages if m["message"] == message])
+
     def _validate(self, rec: Recorded) -> Response:
         form = {k: v[0] for k, v in parse_qs(rec.body.decode()).items()}
         request = str(uuid.uuid4())
@@ -40,6 +57,7 @@ class FakePushover(FakeServer):
         return Response(400, {**body, "status": 0, "request": request})
 
     def _message(self, rec: Recorded) -> Response:
+        self.gate()
         form = {k: v[0] for k, v in parse_qs(rec.body.decode()).items()}
         request = str(uuid.uuid4())
         errors: dict[str, Any] = {}

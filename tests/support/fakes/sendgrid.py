@@ -9,6 +9,7 @@ from typing import Any
 from tests.support.fakes.http import FakeServer, Recorded, Response
 
 SEND = "/v3/mail/send"
+SENDER = "sidekick@example.com"
 
 
 def _errors(message: str, field: str | None = None) -> dict[str, Any]:
@@ -23,9 +24,16 @@ class FakeSendGrid(FakeServer):
         self.route("POST", SEND, self._send)
 
     def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
+        super().reset()
         self.failure = None
+
+    def env(self) -> dict[str, str]:
+        """What the email worker is given to send through this fake, from SENDER."""
+        return {
+            "SENDGRID_API_KEY": self.key,
+            "SENDGRID_FROM_EMAIL": SENDER,
+            "SIDEKICK_SENDGRID_BASE_URL": self.url,
+        }
 
     @property
     def mails(self) -> list[dict[str, Any]]:
@@ -33,6 +41,7 @@ class FakeSendGrid(FakeServer):
         return [r.json() for r in self.calls(SEND)]
 
     def _send(self, rec: Recorded) -> Response:
+        self.gate()
         auth = {k.lower(): v for k, v in rec.headers.items()}.get("authorization")
         if auth != f"Bearer {self.key}":
             return Response(
