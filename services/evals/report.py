@@ -22,15 +22,13 @@ from rich.table import Table
 
 from services.evals.runner import MODES, CaseRun
 from services.runtime.base.errors import SidekickError
+from services.runtime.budgets.prices import PRICES as LIST_PRICES
 
 FORMAT_VERSION = 1
-# Public list prices (USD per 1M tokens: input, output) as of 2025; override with --prices.
+# Public list prices (USD per 1M tokens: input, output) as of 2025: the budgets' table
+# (services/runtime/budgets/prices.py) and two more models to evaluate; override with --prices.
 PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
+    **LIST_PRICES,
     "o4-mini": (1.10, 4.40),
     "o3-mini": (1.10, 4.40),
 }

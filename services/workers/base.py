@@ -6,10 +6,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from contracts import WorkerResult, WorkerTask, WorkflowStatus
+from contracts import Usage, WorkerResult, WorkerTask, WorkflowStatus
+from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.base.settings import Settings
+from services.runtime.budgets.guard import guard, refused
 from services.runtime.bus.core import Bus
-from services.runtime.llm import LLMClient
+from services.runtime.llm import Completion, LLMClient
+from services.runtime.llm.prompts import conversation
 
 StageReporter = Callable[[WorkerTask, WorkflowStatus, str], Awaitable[None]]
 
@@ -34,6 +37,22 @@ class Worker(Protocol):
     kind: str
 
     async def run(self, task: WorkerTask) -> WorkerResult: ...
+
+
+async def answer(
+    llm: LLMClient, task: WorkerTask, system: str, prompt: str
+) -> Completion | WorkerResult:
+    """A one-call worker's model call: the answer to `prompt` (after `system` and the task's
+    history) under the task's budget, or the result saying why there is none (its guard
+    refused the call: the limit named; the model failed: the error)."""
+    try:
+        return await llm.complete(
+            conversation(system, task.history, prompt), budget=guard(task.budget, Usage())
+        )
+    except BudgetSpent as exc:
+        return refused(task, exc)
+    except MODEL_ERRORS as exc:
+        return result_for(task, success=False, error=str(exc))
 
 
 def result_for(task: WorkerTask, **fields: object) -> WorkerResult:

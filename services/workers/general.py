@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from contracts import Usage, WorkerResult, WorkerTask
-from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
-from services.runtime.budgets.guard import guard, refused
-from services.runtime.llm.prompts import conversation
-from services.workers.base import WorkerDeps, result_for, task_prompt
+from contracts import WorkerResult, WorkerTask
+from services.workers.base import WorkerDeps, answer, result_for, task_prompt
 
 SYSTEM = """You are one of Sidekick's workers. Do the task you are given thoroughly and \
 accurately, and make the answer meet the success criteria. Answer in markdown."""
@@ -19,13 +16,7 @@ class GeneralWorker:
         self.llm = deps.llm
 
     async def run(self, task: WorkerTask) -> WorkerResult:
-        prompt = task_prompt(task)
-        try:
-            done = await self.llm.complete(
-                conversation(SYSTEM, task.history, prompt), budget=guard(task.budget, Usage())
-            )
-        except BudgetSpent as exc:
-            return refused(task, exc)
-        except MODEL_ERRORS as exc:
-            return result_for(task, success=False, error=str(exc))
+        done = await answer(self.llm, task, SYSTEM, task_prompt(task))
+        if isinstance(done, WorkerResult):
+            return done
         return result_for(task, success=True, output=done.text, usage=done.usage)

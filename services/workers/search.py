@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import httpx
 
-from contracts import Source, Usage, WorkerResult, WorkerTask
-from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
-from services.runtime.budgets.guard import guard, refused
-from services.runtime.llm.prompts import conversation
-from services.workers.base import WorkerDeps, result_for, task_prompt
+from contracts import Source, WorkerResult, WorkerTask
+from services.workers.base import WorkerDeps, answer, result_for, task_prompt
 from services.workers.brave import BraveClient, is_news_query
 from services.workers.errors import SearchError
 from services.workers.settings import WorkerSettings
@@ -82,13 +79,8 @@ class SearchWorker:
             f"Search query used: {query}",
             data=as_data(sources),
         )
-        try:
-            done = await self.llm.complete(
-                conversation(SYSTEM, task.history, prompt), budget=guard(task.budget, Usage())
-            )
-        except BudgetSpent as exc:
-            return refused(task, exc)
-        except MODEL_ERRORS as exc:
-            return result_for(task, success=False, error=str(exc))
+        done = await answer(self.llm, task, SYSTEM, prompt)
+        if isinstance(done, WorkerResult):
+            return done
         output = f"{done.text.rstrip()}\n\n{source_list(sources)}"
         return result_for(task, success=True, output=output, sources=sources, usage=done.usage)

@@ -4,6 +4,8 @@ bus events look like as a task stream (`updates`)."""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from contracts import (
     AnyEvent,
     ClarificationRequested,
@@ -28,6 +30,8 @@ from contracts.a2a import (
 from contracts.state import RequestState
 from services.gateway.core.intake import unscoped
 from services.gateway.core.outcomes import questions_text
+
+Role = Literal["ROLE_USER", "ROLE_AGENT"]
 
 # The request's states as task states. A parked state (waiting for the user) is INPUT_REQUIRED:
 # a new one (an approval, say) is one entry here and one in agui/translate.py's INTERRUPTS.
@@ -56,15 +60,20 @@ def state_of(record: RequestRecord) -> TaskState:
     return STATES[record.state]
 
 
-def agent_says(record_or_ids: tuple[str, str], text: str, n: str) -> Message:
-    task_id, context_id = record_or_ids
+def says(ids: tuple[str, str], n: str, *parts: Part, role: Role = "ROLE_AGENT") -> Message:
+    """Message `n` of the task (`ids`: the task's and its context's), by `role`."""
+    task_id, context_id = ids
     return Message(
         message_id=f"{task_id}-{n}",
         context_id=context_id,
         task_id=task_id,
-        role="ROLE_AGENT",
-        parts=[Part(text=text)],
+        role=role,
+        parts=list(parts),
     )
+
+
+def agent_says(ids: tuple[str, str], text: str, n: str) -> Message:
+    return says(ids, n, Part(text=text))
 
 
 def task_of(record: RequestRecord, history_length: int | None = None) -> Task:
@@ -82,13 +91,7 @@ def task_of(record: RequestRecord, history_length: int | None = None) -> Task:
     elif record.detail and state == "TASK_STATE_WORKING":
         message = agent_says(ids, record.detail, "status")
     artifacts = artifacts_of(outcome) if isinstance(outcome, RequestCompleted) else None
-    user = Message(
-        message_id=f"{record.request_id}-request",
-        context_id=context,
-        task_id=record.request_id,
-        role="ROLE_USER",
-        parts=[Part(text=record.text)],
-    )
+    user = says(ids, "request", Part(text=record.text), role="ROLE_USER")
     history = [user] if history_length is None or history_length > 0 else []
     status = TaskStatus(state=state, message=message, timestamp=record.updated_at.isoformat())
     metadata: dict[str, str | int] = {"status": record.status, "attempt": record.attempt}
@@ -106,22 +109,11 @@ def task_of(record: RequestRecord, history_length: int | None = None) -> Task:
 
 def asked(ids: tuple[str, str], event: ClarificationRequested) -> Message:
     """The open questions as the status message: their text, and a data part by id."""
-    task_id, context_id = ids
-    return Message(
-        message_id=f"{task_id}-{event.event_id}",
-        context_id=context_id,
-        task_id=task_id,
-        role="ROLE_AGENT",
-        parts=[
-            Part(text=questions_text(event)),
-            Part(
-                data={"questions": [q.model_dump(mode="json") for q in event.questions]}
-                # An action waiting for approval: what it would do, exactly; answer yes or no.
-                | ({"approval": event.approval.model_dump(mode="json")} if event.approval else {}),
-                media_type="application/json",
-            ),
-        ],
-    )
+    data: dict[str, Any] = {"questions": [q.model_dump(mode="json") for q in event.questions]}
+    if event.approval:  # an action waiting for approval: what it would do, exactly; yes or no
+        data["approval"] = event.approval.model_dump(mode="json")
+    answers = Part(data=data, media_type="application/json")
+    return says(ids, event.event_id, Part(text=questions_text(event)), answers)
 
 
 def artifacts_of(done: RequestCompleted) -> list[Artifact]:

@@ -1,6 +1,6 @@
 """How a request's progress, questions and end read on any surface: the questions as text (the
 legacy WebSocket, `/v1`, the workflows chat, A2A and AG-UI all show the same words), a progress
-event as its frame, and the details of an end for the clients that want them."""
+event as its frame, and the status and details of an end for the clients that want them."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from contracts.frames import (
     CancelledMetadata,
     ClarificationMetadata,
     CompletedMetadata,
+    EndStatus,
     FailedMetadata,
     ProgressEvent,
 )
@@ -34,6 +35,17 @@ def questions_text(event: ClarificationRequested) -> str:
 
 def progress_frame(p: Progress) -> ProgressEvent:
     return ProgressEvent.model_validate({"event": "progress", **p.model_dump(exclude={"kind"})})
+
+
+def end_status(done: Outcome) -> EndStatus:
+    """How a request ended, or that it waits for an answer, as its end says it on any surface."""
+    if isinstance(done, RequestCompleted):
+        return done.status
+    if isinstance(done, RequestFailed):
+        return "failed"
+    if isinstance(done, RequestCancelled):
+        return "cancelled"
+    return "awaiting_clarification"
 
 
 def end_metadata(done: Outcome) -> EndMetadata:

@@ -14,7 +14,7 @@ from contracts import (
     RequestCancelled,
     RequestCompleted,
 )
-from contracts.frames import EndStatus, ProgressEvent
+from contracts.frames import ProgressEvent
 from contracts.openai import (
     CompletionUsage,
     ModelCard,
@@ -23,7 +23,7 @@ from contracts.openai import (
     SidekickInfo,
 )
 from services.gateway.core.errors import GatewayError, Invalid, RateLimited, Unauthorized
-from services.gateway.core.outcomes import end_metadata, questions_text
+from services.gateway.core.outcomes import end_metadata, end_status, questions_text
 
 CREATED = 1_735_689_600  # the models' "created" (2025-01-01): a fixed date, as they do not change
 WAIT = 600.0  # seconds a call waits for its answer
@@ -84,19 +84,10 @@ def card(name: str) -> ModelCard:
 
 
 def info(call: Call, outcome: Outcome, progress: list[ProgressEvent]) -> SidekickInfo:
-    status: EndStatus
-    if isinstance(outcome, RequestCompleted):
-        status = outcome.status
-    elif isinstance(outcome, ClarificationRequested):
-        status = "awaiting_clarification"
-    elif isinstance(outcome, RequestCancelled):
-        status = "cancelled"
-    else:
-        status = "failed"
     return SidekickInfo(
         request_id=call.request_id,
         session=call.session,
-        status=status,
+        status=end_status(outcome),
         progress=progress,
         questions=list(outcome.questions) if isinstance(outcome, ClarificationRequested) else [],
         metadata=end_metadata(outcome),

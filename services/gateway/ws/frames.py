@@ -16,13 +16,12 @@ from contracts import (
 from contracts.frames import (
     ClarificationEvent,
     EndFrame,
-    EndStatus,
     ErrorBody,
     ErrorFrame,
     OutFrame,
     StreamFrame,
 )
-from services.gateway.core.outcomes import end_metadata, questions_text
+from services.gateway.core.outcomes import end_metadata, end_status, questions_text
 
 # What the TypeScript seed's server streamed first for a request it routed.
 ROUTED_TEXT = "Processing your request..."
@@ -83,17 +82,9 @@ def outcome_frames(conn: Client, event: Outcome, already: str = "") -> list[OutF
 def end_frame(conn: Client, done: Outcome) -> EndFrame:
     if not conn.events:
         return EndFrame(on_chat_model_end=True)
-    if isinstance(done, RequestCompleted):
-        status: EndStatus = done.status
-    elif isinstance(done, RequestFailed):
-        status = "failed"
-    elif isinstance(done, RequestCancelled):
-        status = "cancelled"
-    else:
-        status = "awaiting_clarification"
     return EndFrame(
         on_chat_model_end=True,
         request_id=done.request_id,
-        status=status,
+        status=end_status(done),
         metadata=end_metadata(done),
     )

@@ -90,6 +90,20 @@ def consumers(s: Subjects) -> dict[str, str]:
     return table
 
 
+# Every bucket the orchestrator reads, and it writes each one it reads.
+ORCHESTRATOR_BUCKETS = (
+    "requests",
+    "sessions",
+    "status",
+    "ledger",
+    "cache",
+    "parked",
+    "approvals",
+    "budgets",
+    "endpoints",
+)
+
+
 def roles(s: Subjects) -> dict[str, Role]:
     outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
     return {
@@ -121,28 +135,8 @@ def roles(s: Subjects) -> dict[str, Role]:
         ),
         "orchestrator": Role(
             consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
-            reads=(
-                "requests",
-                "sessions",
-                "status",
-                "ledger",
-                "cache",
-                "parked",
-                "approvals",
-                "budgets",
-                "endpoints",
-            ),
-            writes=(
-                "requests",
-                "sessions",
-                "status",
-                "ledger",
-                "cache",
-                "parked",
-                "approvals",
-                "budgets",
-                "endpoints",
-            ),
+            reads=ORCHESTRATOR_BUCKETS,
+            writes=ORCHESTRATOR_BUCKETS,
             watches=("cache", "parked"),
             publish=(
                 s.chat_requested,
