@@ -4,6 +4,8 @@ event as its frame, and the status and details of an end for the clients that wa
 
 from __future__ import annotations
 
+from typing import cast
+
 from contracts import (
     ClarificationRequested,
     Outcome,
@@ -20,6 +22,7 @@ from contracts.frames import (
     FailedMetadata,
     ProgressEvent,
 )
+from services.runtime.requests.lifecycle import STATUS, state_of
 
 EndMetadata = CompletedMetadata | FailedMetadata | CancelledMetadata | ClarificationMetadata
 
@@ -38,14 +41,9 @@ def progress_frame(p: Progress) -> ProgressEvent:
 
 
 def end_status(done: Outcome) -> EndStatus:
-    """How a request ended, or that it waits for an answer, as its end says it on any surface."""
-    if isinstance(done, RequestCompleted):
-        return done.status
-    if isinstance(done, RequestFailed):
-        return "failed"
-    if isinstance(done, RequestCancelled):
-        return "cancelled"
-    return "awaiting_clarification"
+    """How a request ended, or that it waits for an answer, as its end says it on any surface:
+    the status word of the state the outcome puts it in (an end, or a park)."""
+    return cast(EndStatus, STATUS[state_of(done)])
 
 
 def end_metadata(done: Outcome) -> EndMetadata:
