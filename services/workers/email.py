@@ -229,13 +229,14 @@ class EmailWorker:
         return result_for(task, success=True, output=output, usage=drafted.usage)
 
     async def approval_of(self, task: WorkerTask) -> Approval | None:
-        """The decided approval the task names (of this request), or None."""
+        """The decided approval the task names (of this request), or None. As it counts: an
+        approval whose decision the server stored after its expiry is expired, not sent."""
         if task.approval_id is None:
             return None
-        found = await Approvals(self.bus.kv.approvals).load(task.approval_id)
-        if found is None or found.value.request_id != task.request_id:
+        found = await Approvals(self.bus.kv.approvals).counted(task.approval_id)
+        if found is None or found.request_id != task.request_id:
             return None
-        return found.value
+        return found
 
     def replay(self, task: WorkerTask, prior: Effect) -> WorkerResult:
         """A repeated delivery: report what happened the first time, do not act again."""
