@@ -117,9 +117,12 @@ def draft_text(task: WorkerTask, recipients: list[str], approved: Approval | Non
 
 
 def written_by_user(task: WorkerTask) -> str:
-    """Everything the user wrote in the conversation (not what a model wrote)."""
+    """Everything the user wrote in the conversation: the message, the user's turns and the
+    user's answers to questions. Never what a model wrote: not the questions a model asked
+    (`task.clarifications` holds them beside the answers), not the assistant's turns, not the
+    task a model described."""
     turns = [t.content for t in task.history if t.role == "user"]
-    return "\n".join([task.message, *turns, *task.clarifications])
+    return "\n".join([task.message, *turns, *task.answers])
 
 
 def declined_text(approval: Approval) -> str:
