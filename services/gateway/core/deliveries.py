@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 
 from services.runtime.bus.core import Bus
 from services.runtime.requests.sessions import mark_delivered, update_session
@@ -31,9 +32,12 @@ REMEMBER = 60.0
 
 
 class Deliveries:
-    def __init__(self, bus: Bus, delay: float = DELAY) -> None:
+    def __init__(
+        self, bus: Bus, delay: float = DELAY, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.bus = bus
         self.delay = delay
+        self.clock = clock
         self.pending: dict[str, set[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # What sockets here were given live, by session, and when (oldest first in `_order`).
@@ -42,7 +46,7 @@ class Deliveries:
 
     def delivered_here(self, session_id: str) -> frozenset[str]:
         """The session's results a socket of this gateway was given live lately."""
-        self._forget(time.monotonic())
+        self._forget(self.clock())
         return frozenset(self._live.get(session_id, ()))
 
     def _forget(self, now: float) -> None:
@@ -55,7 +59,7 @@ class Deliveries:
                     del self._live[session_id]
 
     def seen(self, session_id: str, request_id: str) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self._forget(now)
         self._live.setdefault(session_id, {})[request_id] = now
         self._order.append((now, session_id, request_id))
