@@ -1,0 +1,1 @@
+"""Tests of NATS clusters: faults, replicas, durability, outages."""

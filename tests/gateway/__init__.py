@@ -1,0 +1,1 @@
+"""Tests of the gateway core and its WebSocket surface."""

@@ -1,0 +1,1 @@
+"""Tests of the walls: secrets per process, settings that reach their processes, ..."""
