@@ -96,6 +96,11 @@ class WorkerTask(Event):
         default_factory=list,
         description="Questions the user already answered, with the answers ('Q: ... A: ...').",
     )
+    answers: list[str] = Field(
+        default_factory=list,
+        description="The user's own words in those answers, without the questions (which a "
+        "model wrote): with the message and the user's turns, all the user wrote.",
+    )
     preferences: dict[str, str] = Field(
         default_factory=dict, description="The user's standing preferences (workflows)."
     )

@@ -25,9 +25,18 @@ from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, write_config
 from services.runtime.bus.natslogin import Login, variable
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.walls import secrets
+from services.runtime.walls.secrets import (
+    LOCAL_MODEL,
+    SecretList,
+    nats_server_environment,
+)
+from services.workers.settings import WorkerSettings
+from services.workers.tools.settings import ToolsSettings
 
 log = logging.getLogger("sidekick.up")
+
+# Every secret and who may hold it, from the settings classes of every process `up` starts.
+SECRETS = SecretList.of((Settings, WorkerSettings, ToolsSettings))
 
 
 def _backoff(restarts: list[float]) -> float:
@@ -117,7 +126,7 @@ class Supervisor:
     def _env(self, service: str, nats_url: str, login: dict[str, str]) -> dict[str, str]:
         # Built for this child: the configuration, and of the secrets only its role's (its own
         # NATS login among them: SIDEKICK_<SERVICE>_NATS_*, never another service's).
-        env = secrets.environment(service, os.environ)
+        env = SECRETS.environment(service, os.environ)
         env.update(login)
         env["SIDEKICK_NATS_URL"] = nats_url
         env["SIDEKICK_GATEWAY_PORT"] = str(self.port)
@@ -137,7 +146,7 @@ class Supervisor:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for name, args in local.commands().items():
             log_file = self.data_dir / f"{name}.log"
-            child = Child(name, args, dict(os.environ), log=log_file)
+            child = Child(name, args, SECRETS.environment(LOCAL_MODEL, os.environ), log=log_file)
             child.start()
             self.children.append(child)
         local.wait_ready({c.name: c.process for c in self.children if c.process is not None})
@@ -164,7 +173,8 @@ class Supervisor:
             self.nats = NatsServer(
                 store_dir=self.data_dir / "jetstream",
                 config_file=config,
-                env={**os.environ, **creds.env()},
+                # Only what its config reads: the passwords made for this run (no key of ours).
+                env=nats_server_environment(os.environ, creds.env()),
             ).start()
             nats_url = self.nats.url
             log.info(

@@ -228,19 +228,23 @@ def answered(state: LoopState, event: ClarificationAnswered) -> LoopState:
     attempt). Answers to a request that is not parked are ignored."""
     if state.status != "awaiting_clarification":
         return state
-    pairs = []
+    pairs, said = [], []  # the questions with their answers; the user's words alone
     for q in state.questions:
         answer = event.answers.get(q.id)
         if answer:
             pairs.append(f"Q: {q.question} A: {answer}")
+            said.append(answer)
     if event.message.strip():
         asked = " / ".join(q.question for q in state.questions)
         pairs.append(f"Q: {asked} A: {event.message.strip()}")
+        said.append(event.message.strip())
     if event.additional_context:
         pairs.append(f"Additional context from the user: {event.additional_context}")
+        said.append(event.additional_context)
     state = state.model_copy(
         update={
             "clarifications": [*state.clarifications, *pairs],
+            "answers": [*state.answers, *said],
             "questions": [],
             "rounds": state.rounds + 1,
             "max_attempts": state.max_attempts + 1,

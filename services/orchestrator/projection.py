@@ -129,6 +129,7 @@ def next_messages(state: LoopState) -> list[Message]:
             suggestions=suggestions,
             previous_output=previous_output,
             preferences=req.preferences,
+            answers=state.answers,
             dispatch_token=authentic.token(state, "task", cur.n),
             approval_id=cur.approval_id,
         )

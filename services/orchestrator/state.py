@@ -62,6 +62,10 @@ class LoopState(Model):
     clarifications: list[str] = Field(
         default_factory=list, description="Answered questions ('Q: ... A: ...')."
     )
+    answers: list[str] = Field(
+        default_factory=list,
+        description="The user's own words in those answers, without the questions.",
+    )
     rounds: int = Field(default=0, ge=0, description="Clarification rounds so far.")
     approval: Approval | None = Field(default=None, description="The approval waited for.")
     approvals: list[Approval] = Field(

@@ -117,9 +117,12 @@ def draft_text(task: WorkerTask, recipients: list[str], approved: Approval | Non
 
 
 def written_by_user(task: WorkerTask) -> str:
-    """Everything the user wrote in the conversation (not what a model wrote)."""
+    """Everything the user wrote in the conversation: the message, the user's turns and the
+    user's answers to questions. Never what a model wrote: not the questions a model asked
+    (`task.clarifications` holds them beside the answers), not the assistant's turns, not the
+    task a model described."""
     turns = [t.content for t in task.history if t.role == "user"]
-    return "\n".join([task.message, *turns, *task.clarifications])
+    return "\n".join([task.message, *turns, *task.answers])
 
 
 def declined_text(approval: Approval) -> str:
@@ -229,13 +232,14 @@ class EmailWorker:
         return result_for(task, success=True, output=output, usage=drafted.usage)
 
     async def approval_of(self, task: WorkerTask) -> Approval | None:
-        """The decided approval the task names (of this request), or None."""
+        """The decided approval the task names (of this request), or None. As it counts: an
+        approval whose decision the server stored after its expiry is expired, not sent."""
         if task.approval_id is None:
             return None
-        found = await Approvals(self.bus.kv.approvals).load(task.approval_id)
-        if found is None or found.value.request_id != task.request_id:
+        found = await Approvals(self.bus.kv.approvals).counted(task.approval_id)
+        if found is None or found.request_id != task.request_id:
             return None
-        return found.value
+        return found
 
     def replay(self, task: WorkerTask, prior: Effect) -> WorkerResult:
         """A repeated delivery: report what happened the first time, do not act again."""

@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.runtime.base.settings import secret
+
 
 def provider_key(variable: str, description: str) -> Any:
     """A setting read from the provider's own variable name (no `SIDEKICK_` prefix); none by
@@ -15,10 +17,15 @@ def provider_key(variable: str, description: str) -> Any:
     return Field(default=None, validation_alias=AliasChoices(variable), description=description)
 
 
+def provider_secret(variable: str, description: str) -> Any:
+    """A provider's key under its own variable name: a secret only the workers hold."""
+    return secret("workers", validation_alias=AliasChoices(variable), description=description)
+
+
 class BraveSettings(BaseSettings):
     """Brave Search: the SEARCH and RESEARCH kinds', and the TOOLS worker's web_search."""
 
-    brave_api_key: str | None = provider_key(
+    brave_api_key: str | None = provider_secret(
         "BRAVE_SEARCH_API_KEY",
         "Brave Search subscription token; without it SEARCH and RESEARCH fail, and web_search "
         "is off.",
@@ -57,7 +64,7 @@ class WorkerSettings(BraveSettings, ApprovalSettings):
         default=5.0, gt=0, description="Seconds a source has to answer the freshness check."
     )
 
-    sendgrid_api_key: str | None = provider_key(
+    sendgrid_api_key: str | None = provider_secret(
         "SENDGRID_API_KEY", "SendGrid API key; without it mail goes to the local outbox, not sent."
     )
     sendgrid_from_email: str | None = provider_key(

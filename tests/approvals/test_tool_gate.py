@@ -7,6 +7,7 @@ services: tests/approvals/test_tools.py."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import nats.js.errors
@@ -102,7 +103,7 @@ class Rig:
                 arguments=ask.arguments,
                 digest=ask.digest,
                 reason=ask.reason,
-                expires_at=utcnow(),
+                expires_at=utcnow() + timedelta(hours=1),  # decided before its expiry
             )
         )
         await approvals.decide(key, "ada" if verdict != "expired" else "sidekick", verdict)

@@ -1,2 +1,2 @@
-"""The bus under stress: a NATS cluster, replicas, killed services, durability, outages and
-catch-up."""
+"""The bus under stress: a NATS cluster, replicas, killed services, a hung server, durability,
+outages and catch-up."""

@@ -15,10 +15,10 @@ import nats.errors
 import pytest
 from faststream.nats import NatsBroker
 
+from services.cli.up import SECRETS
 from services.runtime.bus.natslogin import Login, split_servers, variable
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.natswatch import Watch, cluster_broker
-from services.runtime.walls import secrets
 from tests.support.harness import free_port, sidekick
 from tests.support.lockednats import LockedNats
 from tests.support.systems import Systems
@@ -87,7 +87,7 @@ def test_tls_is_on_for_a_tls_url_or_a_configured_ca_and_off_otherwise() -> None:
 def test_a_service_holds_its_own_nats_password_and_never_another_services() -> None:
     env = {variable("PASSWORD", s): s for s in ("gateway", "workers")}
     env["SIDEKICK_NATS_PASSWORD"] = "shared"
-    kept = secrets.environment("gateway", env)
+    kept = SECRETS.environment("gateway", env)
     assert variable("PASSWORD", "gateway") in kept and "SIDEKICK_NATS_PASSWORD" in kept
     assert variable("PASSWORD", "workers") not in kept
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import nats.js.errors
@@ -27,6 +28,8 @@ class Entry:
     value: bytes | None
     revision: int
     operation: str | None = None
+    # When it was stored, as the server stamps a message (kvstore.get_stamped reads it).
+    stored_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 def _matches(pattern: str, key: str) -> bool:

@@ -27,6 +27,12 @@ def alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
+def environ(pid: int) -> dict[str, str]:
+    """A process's environment as it was started (/proc/<pid>/environ)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    return dict(entry.split("=", 1) for entry in raw.split("\0") if "=" in entry)
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
@@ -43,8 +49,9 @@ class Up(LoopbackGateway):
         model_url: str,
         env: dict[str, str] | None = None,
         extra: list[str] | None = None,
+        port: int | None = None,
     ) -> None:
-        self.gateway_port = free_port()
+        self.gateway_port = port or free_port()
         self.log = tmp / "up.log"
         full = {k: v for k, v in os.environ.items() if not k.startswith(("SIDEKICK_", "OPENAI_"))}
         full.update(llm_env(model_url))

@@ -1,2 +1,2 @@
 """The walls, attacked: NATS users, forged and poison messages, the gateway's input, egress,
-secrets, the sandbox."""
+the secrets each process holds, the settings that reach their processes, the sandbox."""

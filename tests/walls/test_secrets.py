@@ -7,8 +7,10 @@ import os
 
 import pytest
 
+from services.cli.up import SECRETS
 from services.runtime.base.settings import ROLES, Settings
-from services.runtime.walls.secrets import environment, is_secret
+
+environment, is_secret = SECRETS.environment, SECRETS.is_secret
 
 SOURCE = {
     "SIDEKICK_LLM_API_KEY": "shared",

@@ -11,6 +11,8 @@ protocols that say it their own way (`/v1`'s OpenAI errors, A2A's JSON-RPC codes
     │   │   └── TooLarge        413 invalid_body    the body is over the size limit
     │   ├── NotFound            404 not_found       unknown id, or another principal's
     │   ├── Conflict            409 conflict        e.g. not awaiting clarification, id in use
+    │   │   └── Expired         409 conflict        core/approving.py: a decision after the
+    │   │                                           approval expired (the request goes on)
     │   ├── Busy                409 busy            `reject`: the session answers another request
     │   ├── RateLimited         429 rate_limited    per-minute limit, concurrency cap or budget
     │   └── Unavailable         503 unavailable     the bus did not take the message

@@ -330,7 +330,11 @@ class Intake:
     ) -> RequestRecord:
         """`principal`'s decision (in words) on the approval the request waits for, which
         resumes it (services/gateway/core/approving.py)."""
-        record = await approving.decide(self.bus, principal, tracked, words, approval_id)
+        try:
+            record = await approving.decide(self.bus, principal, tracked, words, approval_id)
+        except approving.Expired as exc:  # refused, but the request goes on, declined
+            self.limits.admit(exc.record.principal, exc.record.request_id)
+            raise
         # Counted as in flight again, for its own principal, until its end arrives (a
         # decision is never undone for the per-minute limit: it was taken).
         self.limits.admit(record.principal, record.request_id)

@@ -1,6 +1,8 @@
 """What a socket missed: the outcomes that ended (or asked) while no socket of its session was
 there, and a question still open, each shown once per socket; the same for every socket this
-gateway holds once its bus connection is back (core/catchup.py)."""
+gateway holds once its bus connection is back (core/catchup.py). A result a socket here was given
+live is not missed, although the session's record lists it until the note of it is written
+(core/deliveries.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +47,11 @@ class Replay:
         try:
             record = await load_session(self.bus, session_id)
             sent: list[str] = []
+            deliveries = self.intake.deliveries
+            live = deliveries.delivered_here(session_id) if deliveries is not None else set()
             for request_id in record.undelivered:
+                if request_id in live:
+                    continue  # a socket here was given it live: not missed; its note is coming
                 outcome = await self.intake.outcome(request_id)
                 sent.append(request_id)
                 if outcome is None or outcome.session_id != session_id:

@@ -3,7 +3,11 @@ approval by compare-and-set (the first one stands; a second answer, a stale appr
 principal not among its approvers is refused and changes nothing), then the request moves from
 `awaiting_approval` and the orchestrator is told (`ClarificationAnswered` naming the approval).
 A refusal is a `DecisionRefused` (errors.py) whose message is for the person; each surface
-says it in its own shape."""
+says it in its own shape.
+
+A decision that comes after the approval's `expires_at` (or is stored after it: records.py)
+is refused as `DecisionExpired`, and the request goes on at once as the sweep would move it:
+declined, the worker told the approval expired."""
 
 from __future__ import annotations
 
@@ -13,12 +17,14 @@ from contracts import ClarificationAnswered, ClarificationRequested, RequestReco
 from contracts.approvals import Approval
 from services.runtime.approvals.errors import (
     ApprovalClosed,
+    ApprovalExpired,
+    DecisionExpired,
     DecisionUnavailable,
     NotAnApprover,
     NotDecidable,
 )
-from services.runtime.approvals.questions import approval_text, said, verdict_of
-from services.runtime.approvals.records import Approvals
+from services.runtime.approvals.questions import approval_text, said, said_late, verdict_of
+from services.runtime.approvals.records import Approvals, expired_text
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
 from services.runtime.requests.sessions import answered, update_session
@@ -50,6 +56,7 @@ async def decide(
         )
     verdict = verdict_of(words)
     store = Approvals(bus.kv.approvals)
+    late: str | None = None  # why the decision came too late, when it did
     try:
         decided = await store.decide(approval.approval_id, principal, verdict)
     except NotAnApprover as exc:
@@ -58,12 +65,16 @@ async def decide(
                 f"Approval {approval.approval_id} is decided by an operator, not by you."
             ) from exc
         raise NotDecidable(f"You may not decide approval {approval.approval_id}.") from exc
+    except ApprovalExpired as exc:
+        decided, late = exc.current, str(exc)
     except ApprovalClosed as exc:
         last = exc.current.decisions[-1] if exc.current.decisions else None
         # The same person's retry of a decision whose request did not move on yet: go on.
         if last is None or last.by != principal or last.decision != verdict:
             raise NotDecidable(f"Not decided again: {exc}.") from exc
-        decided = exc.current
+        decided = await _counted(store, exc.current)
+        if decided.state == "expired":  # that decision was stored too late
+            late = expired_text(decided)
     except KeyError as exc:
         raise NotDecidable(f"Approval {approval.approval_id} is not open.") from exc
     except Exception as exc:
@@ -79,6 +90,8 @@ async def decide(
             approvals=[*record.approvals, decided],
         )
     except IllegalMove as exc:
+        if late is not None:  # the sweep moved it on already, as declined
+            raise NotDecidable(f"Not decided: {late}.") from exc
         now = exc.current.value.status if exc.current is not None else "gone"
         raise NotDecidable(
             f"Request {request_id} is not waiting for an approval (it is {now})."
@@ -86,7 +99,7 @@ async def decide(
     event = ClarificationAnswered(
         request_id=request_id,
         session_id=record.session_id,
-        message=verdict,
+        message=decided.state,
         approval_id=decided.approval_id,
     )
     try:
@@ -98,14 +111,26 @@ async def decide(
     except Exception as exc:
         log.warning("request %s: could not pass on the approval: %r", request_id, exc)
         raise DecisionUnavailable("Sidekick could not pass on the decision; please retry.") from exc
+    answer = said(verdict) if late is None else said_late(verdict)
     try:
         await update_session(
             bus,
             record.session_id,
-            lambda rec: answered(
-                rec, request_id, record.text, approval_text(decided), said(verdict)
-            ),
+            lambda rec: answered(rec, request_id, record.text, approval_text(decided), answer),
         )
     except Exception as exc:  # the decision is on its way; only the history lacks it
         log.warning("could not add the decision of %s to its session: %r", request_id, exc)
+    if late is not None:  # refused, but the request goes on as declined
+        raise DecisionExpired(
+            f"Not decided: {late}. The request goes on without it.", tracked.value
+        )
     return tracked.value
+
+
+async def _counted(store: Approvals, stored: Approval) -> Approval:
+    """`stored`, decided, as it counts (a decision stored after its expiry does not)."""
+    try:
+        counted = await store.counted(stored.approval_id)
+    except Exception as exc:
+        raise DecisionUnavailable("The approval store is unavailable; please retry.") from exc
+    return counted if counted is not None else stored

@@ -7,7 +7,9 @@ names, or, since an approval's id is fixed by (request, attempt, digest), one of
 asked at an earlier attempt of the request (so several approvals of one request hold).
 Arguments with another digest ask anew: an approval is never used for anything but what was
 approved. A decline or an expiry of the approval the task names is a decline for every call of
-that action in the attempt (`declined`); the worker says so (`declined_text`) and goes on."""
+that action in the attempt (`declined`); the worker says so (`declined_text`) and goes on. An
+approval is read as it counts: a decision the NATS server stored after the approval's expiry
+is its expiry, never acted on, however it got there (records.py)."""
 
 from __future__ import annotations
 
@@ -113,8 +115,8 @@ class Gate:
 
     async def _load(self, key: str) -> Approval | None:
         if key not in self._found:
-            versioned = await Approvals(self.approvals()).load(key)
-            approval = versioned.value if versioned is not None else None
+            # As it counts: a decision stored after its expiry is the expiry (records.py).
+            approval = await Approvals(self.approvals()).counted(key)
             if approval is not None and (
                 approval.request_id != self.task.request_id or approval.state == "pending"
             ):

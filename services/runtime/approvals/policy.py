@@ -6,6 +6,11 @@ named by `SIDEKICK_APPROVAL_POLICY`, then the defaults; the first rule whose pat
 wildcards) matches the action decides. A rule may be stricter for one fact of the arguments:
 `unwritten_recipient` is the decision when an email goes to an address the user never wrote in
 the conversation (by default `ask`, so an `allow` for email still asks for such a recipient).
+"Wrote" means the whole address, as an address: the addresses in the user's words are found
+with their boundaries (`boss@company.com` holds neither `boss@company.co` nor
+`oss@company.com`, `j.smith@example.com` not `smith@example.com`), and compared whole, trimmed
+and case-insensitively (`written_addresses`). Which words are the user's is the caller's to
+say: the email worker gives only what the user wrote (services/workers/email.py).
 A rule may also say who decides (`approver`): `principal` (the default: the request's own
 principal, or any operator named in SIDEKICK_APPROVERS) or `operator` (only those operators).
 A file that cannot be read or parsed, or a rule for operators when none is named, stops the
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import get_args
@@ -27,6 +33,25 @@ DECISIONS: tuple[PolicyDecision, ...] = get_args(PolicyDecision)
 STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 APPROVERS: tuple[Approver, ...] = get_args(Approver)
 FACTS = ("", "unwritten_recipient", "approver")
+
+# An address in running text, whole: it starts where no character of an address's local part
+# is before it and ends where its domain cannot go on (a label character, or a dot and one).
+# Letters of any script count: an address with a look-alike letter of another script is one
+# whole (unequal) address, never the part after that letter.
+_ATOM = r"\w.!#$%&'*+/=?^`{|}~-"
+_WRITTEN = re.compile(rf"(?<![{_ATOM}])[{_ATOM}]+@[\w-]+(?:\.[\w-]+)+(?![\w-]|\.[\w-])")
+
+
+def normal_address(address: str) -> str:
+    """An address as compared: trimmed, without a trailing dot, case-insensitive (the domain
+    always is; the local part is for nearly every mail system, and "ADA@" written for "ada@"
+    is the same person)."""
+    return address.strip().rstrip(".").casefold()
+
+
+def written_addresses(text: str) -> set[str]:
+    """The whole addresses written in `text`, normalised."""
+    return {normal_address(found) for found in _WRITTEN.findall(text)}
 
 
 class PolicyError(ConfigurationError, ValueError):
@@ -154,10 +179,12 @@ class Policy:
         )
 
     def email(self, recipients: list[str], written: str) -> Ruling:
-        """The ruling on sending to `recipients`, given what the user wrote (`written`)."""
+        """The ruling on sending to `recipients`, given what the user wrote (`written`: the
+        user's own words only). A recipient counts as written when the user wrote that
+        whole address."""
         rule = self.rule_for("email.send")
-        said = written.lower()
-        unwritten = [r for r in recipients if r.lower() not in said]
+        said = written_addresses(written)
+        unwritten = [r for r in recipients if normal_address(r) not in said]
         if unwritten and STRICTNESS[rule.unwritten_recipient] > STRICTNESS[rule.decision]:
             return Ruling(
                 rule.unwritten_recipient,

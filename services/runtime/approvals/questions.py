@@ -93,3 +93,8 @@ def approval_text(approval: Approval) -> str:
 def said(verdict: Verdict) -> str:
     """A person's decision, as the session's history keeps it."""
     return "Yes, approved." if verdict == "approved" else "No, declined."
+
+
+def said_late(verdict: Verdict) -> str:
+    """A person's decision that came after the approval expired, as the history keeps it."""
+    return f"{said(verdict)} (Too late: the approval had expired, so it counts as declined.)"

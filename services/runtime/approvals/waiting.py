@@ -51,30 +51,30 @@ async def expire(bus: Bus, approval: Approval) -> Approval:
 
 
 async def load_decided(bus: Bus, event: ClarificationAnswered) -> Approval | None:
-    """The approval a person's answer decided (None, with a warning, when it is not there)."""
+    """The approval a person's answer decided, as it counts (a decision stored after its
+    expiry is the expiry); None, with a warning, when it is not there."""
     assert event.approval_id is not None
-    found = await Approvals(bus.kv.approvals).load(event.approval_id)
+    found = await Approvals(bus.kv.approvals).counted(event.approval_id)
     if found is None:
         log.warning("request %s: no approval %s", event.request_id, event.approval_id)
-        return None
-    return found.value
+    return found
 
 
 async def decided_unpassed(bus: Bus, approval_id: str, grace: float) -> Approval | None:
     """The approval a parked request waits on, when a person decided it over `grace` seconds
     ago and the request is still parked: the gateway recorded the decision but stopped before
     passing it on. None while it is pending (or was decided just now: it is on its way)."""
-    found = await Approvals(bus.kv.approvals).load(approval_id)
-    if found is None or found.value.state == "pending" or not found.value.decisions:
+    found = await Approvals(bus.kv.approvals).counted(approval_id)
+    if found is None or found.state == "pending" or not found.decisions:
         return None
-    last = found.value.decisions[-1]
+    last = found.decisions[-1]
     if (utcnow() - last.at).total_seconds() < grace:
         return None
     log.info(
         "request %s: approval %s was %s by %s but not passed on; resuming it",
-        found.value.request_id,
+        found.request_id,
         approval_id,
         last.decision,
         last.by,
     )
-    return found.value
+    return found

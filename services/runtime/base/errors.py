@@ -39,11 +39,13 @@ SidekickError                        everything Sidekick raises on purpose
  +-- Busy                            lanes.py: `reject`: the session answers another request
  |
  |  runtime/approvals/errors.py
- +-- ApprovalRefused                 the store wrote nothing (records.py); `.current` is it
+ +-- ApprovalRefused                 the store wrote no decision (records.py); `.current` is it
  |    +-- ApprovalClosed             already decided (or expired); `.current` says how
+ |    |    +-- ApprovalExpired       its time ran out before the decision was stored
  |    +-- NotAnApprover              the deciding principal is not among its approvers
  +-- DecisionRefused                 a person's decision was not taken (deciding.py)
  |    +-- NotDecidable               none waits, another does, not theirs, or decided already
+ |    |    +-- DecisionExpired       it expired first; the request goes on as declined
  |    +-- UnclearAnswer              the words say neither yes nor no
  |    +-- DecisionUnavailable        the store or the bus did not answer; a retry may
  |
@@ -58,6 +60,8 @@ SidekickError                        everything Sidekick raises on purpose
  |    |    +-- TooLarge              413 invalid_body: the body is over the size limit
  |    +-- NotFound                   404 not_found: unknown id, or another principal's
  |    +-- Conflict                   409 conflict: e.g. not awaiting clarification, id in use
+ |    |    +-- Expired               approving.py: a decision after the approval expired (the
+ |    |                              request goes on, declined)
  |    +-- Busy                       409 busy: `reject`: the session answers another request
  |    +-- RateLimited                429 rate_limited: per-minute limit or concurrency cap
  |    +-- Unavailable                503 unavailable: the bus did not take the message

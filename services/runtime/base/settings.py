@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,12 +17,47 @@ StructuredMode = Literal["json_schema", "tools", "json_object", "prompt"]
 STRUCTURED_MODES: tuple[StructuredMode, ...] = ("json_schema", "tools", "json_object", "prompt")
 
 DEFAULT_MODEL = "gpt-4o-mini"
+# The processes that call a model (the gateway never does): a key every role shares reaches these.
+MODEL_CALLERS = ("frontline", "orchestrator", "evaluator", "workers")
 # What the banner and the page say when every role runs the tiny local model (--local-model).
 LOCAL_MODEL_NOTICE = (
     "This is a tiny demonstration model (SmolLM2-135M, on this machine): its answers will be "
     "poor. For real work point Sidekick at a real model: SIDEKICK_LLM_BASE_URL, "
     "SIDEKICK_LLM_MODEL and SIDEKICK_LLM_API_KEY, without --local-model."
 )
+
+
+def secret(*holders: str, **field: Any) -> Any:
+    """A secret setting, and the processes whose role reads it: `sidekick up` gives it to those
+    only (services/runtime/walls/secrets.py lists every secret from these marks). None by
+    default."""
+    return Field(default=None, json_schema_extra={"secret_of": list(holders)}, **field)
+
+
+def variables_of(cls: type[BaseSettings]) -> dict[str, list[str]]:
+    """Each field of a settings class and the variables it is read from (a provider's own name,
+    or the prefixed one)."""
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    found: dict[str, list[str]] = {}
+    for name, info in cls.model_fields.items():
+        alias = info.validation_alias
+        found[name] = (
+            [str(c) for c in getattr(alias, "choices", [alias])]
+            if alias
+            else [f"{prefix}{name}".upper()]
+        )
+    return found
+
+
+def secrets_of(cls: type[BaseSettings]) -> dict[str, tuple[str, ...]]:
+    """Each variable of a secret field of `cls`, and the processes that may hold it."""
+    found: dict[str, tuple[str, ...]] = {}
+    for name, variables in variables_of(cls).items():
+        extra = cls.model_fields[name].json_schema_extra
+        if isinstance(extra, dict) and isinstance(extra.get("secret_of"), list):
+            holders = tuple(str(h) for h in extra["secret_of"])  # type: ignore[union-attr]
+            found.update(dict.fromkeys(variables, holders))
+    return found
 
 
 @dataclass(frozen=True)
@@ -70,34 +105,47 @@ class Settings(BaseSettings):
         description="NATS server URL, or a comma-separated list of a cluster's servers.",
     )
     nats_lost_exit_after: float = Field(
-        default=60.0, ge=0, description="Exit when NATS is gone this many seconds; 0 = never."
+        default=60.0,
+        ge=0,
+        description="Exit when NATS is gone (or hung) this many seconds; 0 = never.",
+    )
+    # A server that hangs (stopped, its host frozen) keeps its connections open: only pings
+    # that go unanswered tell, after (max_outstanding_pings + 1) intervals; nats-py's own
+    # defaults (120 s, 2) took 6 minutes, the whole system waiting on that one node.
+    nats_ping_interval: float = Field(
+        default=2.0, gt=0, description="Seconds between a connection's pings to its server."
+    )
+    nats_max_outstanding_pings: int = Field(
+        default=3,
+        ge=1,
+        description="Pings unanswered before the server counts as hung and another is used.",
     )
     namespace: str = Field(default="sidekick", pattern=r"^[a-z][a-z0-9_]*$")
     data_dir: Path = Field(default=Path(".sidekick"), description="Local state for `up`.")
 
     llm_base_url: str | None = None
-    llm_api_key: str | None = None
+    llm_api_key: str | None = secret(*MODEL_CALLERS)
     llm_model: str | None = None
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL")
     )
-    openai_api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_API_KEY")
+    openai_api_key: str | None = secret(
+        *MODEL_CALLERS, validation_alias=AliasChoices("OPENAI_API_KEY")
     )
     frontline_llm_base_url: str | None = None
-    frontline_llm_api_key: str | None = None
+    frontline_llm_api_key: str | None = secret("frontline")
     frontline_llm_model: str | None = None
     orchestrator_llm_base_url: str | None = None
-    orchestrator_llm_api_key: str | None = None
+    orchestrator_llm_api_key: str | None = secret("orchestrator")
     orchestrator_llm_model: str | None = None
     worker_llm_base_url: str | None = None
-    worker_llm_api_key: str | None = None
+    worker_llm_api_key: str | None = secret("workers")
     worker_llm_model: str | None = None
     evaluator_llm_base_url: str | None = None
-    evaluator_llm_api_key: str | None = None
+    evaluator_llm_api_key: str | None = secret("evaluator")
     evaluator_llm_model: str | None = None
     embeddings_base_url: str | None = None
-    embeddings_api_key: str | None = None
+    embeddings_api_key: str | None = secret("orchestrator")  # the semantic cache embeds there
     embeddings_model: str | None = None
 
     # Structured-output mode per role (None: probe), then for every role.
@@ -109,19 +157,19 @@ class Settings(BaseSettings):
     # A second endpoint per role, used when the first fails after its retries. Its key is never
     # the primary's (that would hand one provider's key to another) unless it is the same URL.
     llm_fallback_base_url: str | None = None
-    llm_fallback_api_key: str | None = None
+    llm_fallback_api_key: str | None = secret(*MODEL_CALLERS)
     llm_fallback_model: str | None = None
     frontline_llm_fallback_base_url: str | None = None
-    frontline_llm_fallback_api_key: str | None = None
+    frontline_llm_fallback_api_key: str | None = secret("frontline")
     frontline_llm_fallback_model: str | None = None
     orchestrator_llm_fallback_base_url: str | None = None
-    orchestrator_llm_fallback_api_key: str | None = None
+    orchestrator_llm_fallback_api_key: str | None = secret("orchestrator")
     orchestrator_llm_fallback_model: str | None = None
     worker_llm_fallback_base_url: str | None = None
-    worker_llm_fallback_api_key: str | None = None
+    worker_llm_fallback_api_key: str | None = secret("workers")
     worker_llm_fallback_model: str | None = None
     evaluator_llm_fallback_base_url: str | None = None
-    evaluator_llm_fallback_api_key: str | None = None
+    evaluator_llm_fallback_api_key: str | None = secret("evaluator")
     evaluator_llm_fallback_model: str | None = None
 
     llm_timeout: float = Field(default=60.0, gt=0, description="Seconds per model call.")
@@ -204,11 +252,11 @@ class Settings(BaseSettings):
     gateway_port: int = 8080
     max_frame_bytes: int = Field(default=64 * 1024, ge=256)
     # Gateway security and limits (see docs/security.md).
-    auth_tokens: SecretStr | None = Field(
-        default=None, description="Bearer tokens as 'token:principal,token2:principal2'."
+    auth_tokens: SecretStr | None = secret(
+        "gateway", description="Bearer tokens as 'token:principal,token2:principal2'."
     )
-    auth_tokens_file: Path | None = Field(
-        default=None, description="A file of 'token:principal' lines (# comments)."
+    auth_tokens_file: Path | None = secret(
+        "gateway", description="A file of 'token:principal' lines (# comments)."
     )
     allow_unauthenticated: bool = Field(
         default=False, description="Allow binding a non-loopback address with auth off."

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Generic, TypeVar
 
 import nats.js.errors
@@ -33,6 +34,16 @@ class Versioned(Generic[M]):
     revision: int
 
 
+@dataclass(frozen=True)
+class Stamped(Generic[M]):
+    """A stored value, its revision, and when the NATS server stored it (by the server's
+    clock, which no client chooses; None when the server did not say)."""
+
+    value: M
+    revision: int
+    stored_at: datetime | None
+
+
 def key_for(value: str) -> str:
     """A KV-safe key for any string (session ids come from clients)."""
     return hashlib.sha256(value.encode()).hexdigest()[:40]
@@ -47,6 +58,38 @@ async def get_model(kv: KeyValue, key: str, model: type[M]) -> tuple[M | None, i
     if entry.value is None or not entry.value:
         return None, entry.revision or 0
     return model.model_validate_json(entry.value), entry.revision or 0
+
+
+async def get_stamped(kv: KeyValue, key: str, model: type[M]) -> Stamped[M] | None:
+    """The stored model, its revision and the server's time of that write; None when absent.
+
+    `KeyValue.get` drops the time the server stamps on every stored message, so this asks
+    the bucket's stream for the key's last message as `get` does (the same request, so the
+    same permissions). A stand-in bucket (the tests' memory KV) gives `stored_at` on its
+    entries."""
+    if not isinstance(kv, KeyValue):
+        try:
+            entry = await kv.get(key)
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        stamp = getattr(entry, "stored_at", None)
+        return Stamped(
+            model.model_validate_json(entry.value),
+            entry.revision or 0,
+            stamp if isinstance(stamp, datetime) else None,
+        )
+    # nats-py keeps the bucket's stream, prefix and direct flag private; `get` uses them so.
+    subject = f"{kv._pre}{key}"
+    try:
+        msg = await kv._js.get_msg(kv._stream, subject=subject, direct=kv._direct)
+    except nats.js.errors.NotFoundError:
+        return None
+    deleted = (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE")
+    if msg.subject != subject or deleted or not msg.data:
+        return None
+    return Stamped(model.model_validate_json(msg.data), msg.seq or 0, msg.time)
 
 
 async def write_if(kv: KeyValue, key: str, value: BaseModel, revision: int) -> int | None:

@@ -7,7 +7,10 @@ ends the task, and the process stays alive with no connection, forever (a cluste
 refused a login the client could not give it was enough). `Watch.on_error` replaces that
 wrapper: it never raises, and says each cause once a minute at most; the client keeps trying
 every server. `Watch.lost_for` is how long the bus has been gone, for the host's watchdog
-(`SIDEKICK_NATS_LOST_EXIT_AFTER`) and its liveness probe.
+(`SIDEKICK_NATS_LOST_EXIT_AFTER`) and its liveness probe. A server that hangs is noticed by
+pings it leaves unanswered (`SIDEKICK_NATS_PING_INTERVAL`, `SIDEKICK_NATS_MAX_OUTSTANDING_PINGS`):
+the client drops it as if the connection were lost, so the hang counts from then, and moves on
+to another server.
 """
 
 from __future__ import annotations
@@ -87,9 +90,19 @@ class Watch:
         self.lost_since = None
 
 
-def cluster_broker(login: Login, watch: Watch, **kwargs: Any) -> NatsBroker:
-    """A NatsBroker that tries every server with `login` and whose reconnect never dies."""
+def cluster_broker(
+    login: Login,
+    watch: Watch,
+    *,
+    ping_interval: float = 2.0,
+    max_outstanding_pings: int = 3,
+    **kwargs: Any,
+) -> NatsBroker:
+    """A NatsBroker that tries every server with `login`, whose reconnect never dies, and that
+    leaves a hung server (no answer to `max_outstanding_pings` pings `ping_interval` apart) for
+    another: a stopped process keeps its sockets open, so nothing else would tell."""
     connect = login.options()
+    connect.update(ping_interval=ping_interval, max_outstanding_pings=max_outstanding_pings)
     broker = NatsBroker(
         connect.pop("servers"),
         disconnected_cb=watch.on_disconnected,

@@ -62,6 +62,8 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
         inbox_prefix=inbox_prefix(service),
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
+        ping_interval=settings.nats_ping_interval,
+        max_outstanding_pings=settings.nats_max_outstanding_pings,
         middlewares=[
             NatsTelemetryMiddleware(tracer_provider=tracer_provider),
             prometheus_middleware(REGISTRY, service),

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from services.workers.settings import ApprovalSettings, BraveSettings, provider_key
+from services.workers.settings import ApprovalSettings, BraveSettings, provider_secret
 
 
 class ToolsSettings(BraveSettings, ApprovalSettings):
@@ -62,10 +62,10 @@ class ToolsSettings(BraveSettings, ApprovalSettings):
         default="https://en.wikipedia.org", description="MediaWiki site for wikipedia_*."
     )
 
-    pushover_token: str | None = provider_key(
+    pushover_token: str | None = provider_secret(
         "PUSHOVER_TOKEN", "Pushover application token for notify."
     )
-    pushover_user: str | None = provider_key(
+    pushover_user: str | None = provider_secret(
         "PUSHOVER_USER", "Pushover user (or group) key for notify."
     )
     pushover_base_url: str = Field(
