@@ -17,6 +17,7 @@ from tests.support.approvals import (
     ask_for_email,
     asked_to_email,
     emails_asked,
+    feedback,
 )
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
@@ -66,9 +67,8 @@ async def test_a_parked_approval_survives_a_restart_of_every_service_and_of_nats
     async with api(durable.http_url, "ivan") as http:
         parked = (await http.get(f"/api/workflows/{request_id}")).json()
         assert parked["state"]["approval"]["digest"] == approval["digest"]
-        ok = await http.post(
-            f"/api/workflows/{request_id}/feedback",
-            json={"approval": "approved", "approval_id": approval["approval_id"]},
+        ok = await feedback(
+            http, request_id, approval="approved", approval_id=approval["approval_id"]
         )
         assert ok.status_code == 200, ok.text
         done = await wait_status(http, request_id, "completed", "failed", timeout=90)

@@ -15,54 +15,39 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contracts import utcnow
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.approvals import approval_env, start
+from tests.support.approvals import ask_for_email, emails_asked, feedback
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api
 from tests.support.harness import Conversation, System
-from tests.support.workers_support import by_schema, decide
+from tests.support.scripts import by_schema, decide
+from tests.support.systems import Systems
 
 pytestmark = pytest.mark.timeout(240)
 OPERATOR = "trent"
-TTL = 3.0  # SIDEKICK_APPROVAL_TIMEOUT: short, so the tests wait seconds for an expiry
 EXPIRED = "no one approved it before the approval expired"
+TTL = 3.0  # SIDEKICK_APPROVAL_TIMEOUT: short, so the tests wait seconds for an expiry
 
 
 @pytest.fixture(scope="module")
-def sendgrid() -> Iterator[FakeSendGrid]:
-    with FakeSendGrid() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _reset(sendgrid: FakeSendGrid) -> None:
-    sendgrid.reset()
-
-
-@pytest.fixture(scope="module")
-def trusting(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[System]:
-    # Email to an address the user wrote is sent without asking; any other address asks.
-    env = approval_env(
-        fake_llm,
+def trusting(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
+    """Email to an address the user wrote is sent without asking; any other address asks."""
+    yield from emails_asked(
+        systems,
         sendgrid,
-        SIDEKICK_APPROVALS="email.send=allow",
-        SIDEKICK_APPROVERS=OPERATOR,
         SIDEKICK_APPROVAL_TIMEOUT=f"{TTL:g}",
+        approvals="email.send=allow",
+        SIDEKICK_APPROVERS=OPERATOR,
         SIDEKICK_SWEEP_INTERVAL="3600",
     )
-    with start(nats_server.url, env, logs_dir) as sys_:
-        yield sys_
 
 
 def script_email_to(fake_llm: FakeOpenAI, to: str) -> None:
@@ -84,18 +69,23 @@ async def until_parked(client: AuthClient, text: str) -> tuple[str, list[dict[st
     return request_id, frames
 
 
-async def asked(client: AuthClient, text: str) -> tuple[str, dict[str, Any]]:
-    """Send `text`; the request must park on an approval: (request id, the approval)."""
-    request_id, frames = await until_parked(client, text)
-    assert frames[-1]["status"] == "awaiting_clarification", frames[-1]
-    (question,) = [f for f in frames if f.get("event") == "clarification"]
-    return request_id, question["approval"]
-
-
 async def past_expiry(approval: dict[str, Any], by: float = 0.5) -> None:
     """Wait until `by` seconds after the approval's expiry."""
     expires = datetime.fromisoformat(approval["expires_at"])
     await asyncio.sleep(max(0.0, (expires - utcnow()).total_seconds() + by))
+
+
+@asynccontextmanager
+async def expired_to_ada(
+    system: System, fake_llm: FakeOpenAI, principal: str
+) -> AsyncIterator[tuple[AuthClient, str, dict[str, Any]]]:
+    """`principal` asked for an email to Ada, whose approval has since expired: (its client, the
+    request id, the approval)."""
+    script_email_to(fake_llm, "ada@example.com")
+    async with AuthClient(system.ws_url, principal, events=True) as client:
+        request_id, approval = await ask_for_email(client, "email Ada about friday")
+        await past_expiry(approval)
+        yield client, request_id, approval
 
 
 async def request_end(client: AuthClient, request_id: str) -> Conversation:
@@ -122,7 +112,7 @@ async def test_an_operators_yes_after_expiry_is_refused_and_nothing_is_sent(
 ) -> None:
     script_email_to(fake_llm, "ada@example.com")
     async with AuthClient(trusting.ws_url, "alice", events=True) as alice:
-        request_id, approval = await asked(alice, "email Ada about friday")
+        request_id, approval = await ask_for_email(alice, "email Ada about friday")
         assert approval["approvers"] == ["alice", OPERATOR]
         path = f"/api/approvals/{approval['approval_id']}"
         async with api(trusting.http_url, OPERATOR) as ops:
@@ -152,10 +142,7 @@ async def test_an_operators_yes_after_expiry_is_refused_and_nothing_is_sent(
 async def test_a_yes_on_the_websocket_after_expiry_is_refused_and_nothing_is_sent(
     trusting: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email_to(fake_llm, "ada@example.com")
-    async with AuthClient(trusting.ws_url, "bob", events=True) as bob:
-        request_id, approval = await asked(bob, "email Ada about friday")
-        await past_expiry(approval)
+    async with expired_to_ada(trusting, fake_llm, "bob") as (bob, request_id, approval):
         await bob.send(
             {
                 "uuid": bob.uuid,
@@ -176,15 +163,12 @@ async def test_a_yes_on_the_websocket_after_expiry_is_refused_and_nothing_is_sen
 async def test_a_yes_through_the_workflows_api_after_expiry_is_refused(
     trusting: System, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid
 ) -> None:
-    script_email_to(fake_llm, "ada@example.com")
-    async with AuthClient(trusting.ws_url, "carol", events=True) as carol:
-        request_id, approval = await asked(carol, "email Ada about friday")
-        await past_expiry(approval)
-        async with api(trusting.http_url, "carol") as http:
-            late = await http.post(
-                f"/api/workflows/{request_id}/feedback",
-                json={"approval": "approved", "approval_id": approval["approval_id"]},
-            )
+    async with (
+        api(trusting.http_url, "carol") as http,
+        expired_to_ada(trusting, fake_llm, "carol") as (carol, request_id, approval),
+    ):
+        decided = {"approval": "approved", "approval_id": approval["approval_id"]}
+        late = await feedback(http, request_id, **decided)
         assert late.status_code == 409, late.text
         assert "expired at" in late.json()["error"]["message"], late.text
         done = await request_end(carol, request_id)
@@ -206,7 +190,7 @@ async def test_a_look_alike_of_the_address_the_user_wrote_asks_before_it_is_sent
 ) -> None:
     script_email_to(fake_llm, mailed)
     async with AuthClient(trusting.ws_url, "dave", events=True) as dave:
-        _, approval = await asked(dave, f"email {written} about friday")
+        _, approval = await ask_for_email(dave, f"email {written} about friday")
     assert approval["arguments"]["to"] == mailed
     assert approval["reason"] == f"you did not write {mailed} in this conversation"
     assert sendgrid.mails == []

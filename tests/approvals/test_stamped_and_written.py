@@ -46,10 +46,10 @@ from services.workers.tools.gate import ToolGate
 from services.workers.tools.notify import NotifyArgs
 from services.workers.tools.toolbox import Call, Outcome, RunContext, Tool, ToolBox
 from tests.support.fakes.openai_server import FakeOpenAI
-from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.workers_support import by_schema, connected_deps, task
+from tests.support.fakes.sendgrid import SENDER, FakeSendGrid
+from tests.support.scripts import by_schema
+from tests.support.workers_support import connected_deps, task
 
-SENDER = "sidekick@example.com"
 SUBJECT, BODY = "Friday", "Hi,\n\nThe meeting moved to 10am Friday.\n\nBest"
 
 
@@ -136,8 +136,7 @@ async def deps(nats_server: NatsServer, fake_llm: FakeOpenAI) -> AsyncIterator[W
 
 
 @pytest.fixture(autouse=True)
-def _reset(sendgrid: FakeSendGrid, fake_llm: FakeOpenAI) -> None:
-    sendgrid.reset()
+def _drafts(fake_llm: FakeOpenAI) -> None:
     fake_llm.script(
         "fake-worker",
         by_schema({"EmailDraft": lambda body: {"subject": SUBJECT, "body": BODY}}),

@@ -15,7 +15,7 @@ from a2a.types.a2a_pb2 import TaskState
 from playwright.async_api import expect
 
 from contracts.approvals import digest_of
-from tests.support.approvals import answer, asked_to_email, emails_asked
+from tests.support.approvals import answer, asked_to_email, emails_asked, feedback
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, bearer, token
@@ -82,26 +82,18 @@ async def test_another_principal_and_a_stale_approval_id_are_refused_and_change_
 ) -> None:
     async with asked_to_email(asking, fake_llm, "carol") as (carol, request_id, approval):
         async with api(asking.http_url, "mallory") as mallory:
-            stolen = await mallory.post(
-                f"/api/workflows/{request_id}/feedback", json={"approval": "approved"}
-            )
+            stolen = await feedback(mallory, request_id, approval="approved")
             assert stolen.status_code == 404
         async with api(asking.http_url, "carol") as http:
-            stale = await http.post(
-                f"/api/workflows/{request_id}/feedback",
-                json={"approval": "approved", "approval_id": "0" * 32},
-            )
+            stale = await feedback(http, request_id, approval="approved", approval_id="0" * 32)
             assert stale.status_code == 409 and "is not the one" in stale.json()["error"]["message"]
-            unclear = await http.post(
-                f"/api/workflows/{request_id}/feedback", json={"responses": {"q": "maybe"}}
-            )
+            unclear = await feedback(http, request_id, responses={"q": "maybe"})
             assert unclear.status_code == 422
             still = (await http.get(f"/api/workflows/{request_id}")).json()
             assert still["state"]["approval"]["state"] == "pending"
             assert still["state"]["approvals"] == [] and sendgrid.mails == []
-            ok = await http.post(
-                f"/api/workflows/{request_id}/feedback",
-                json={"approval": "approved", "approval_id": approval["approval_id"]},
+            ok = await feedback(
+                http, request_id, approval="approved", approval_id=approval["approval_id"]
             )
             assert ok.status_code == 200, ok.text
         done = await carol.until_end_of(request_id)
@@ -115,14 +107,8 @@ async def test_ten_concurrent_approvals_of_one_action_one_wins_and_one_email_goe
         async with httpx.AsyncClient(
             base_url=asking.http_url, headers=bearer("dave"), timeout=30
         ) as http:
-            replies = await asyncio.gather(
-                *(
-                    http.post(
-                        f"/api/workflows/{request_id}/feedback", json={"approval": "approved"}
-                    )
-                    for _ in range(10)
-                )
-            )
+            yes = (feedback(http, request_id, approval="approved") for _ in range(10))
+            replies = await asyncio.gather(*yes)
         assert sorted(r.status_code for r in replies) == [200] + [409] * 9
         done = await dave.until_end_of(request_id)
     assert done.end["status"] == "completed" and len(sendgrid.mails) == 1

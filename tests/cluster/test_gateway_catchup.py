@@ -14,7 +14,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -55,13 +55,6 @@ def split(systems: Systems, cluster: NatsCluster) -> Iterator[System]:
         SIDEKICK_LLM_TIMEOUT="60",
         SIDEKICK_MAX_DELIVER="20",
     )
-
-
-@pytest.fixture
-async def admin(cluster: NatsCluster) -> AsyncIterator[NATS]:
-    """The admin on n1 and n2 (it reads the results stream while n0 is down)."""
-    async with cluster.admin(cluster.nodes[1:]) as nc:
-        yield nc
 
 
 def script(fake: FakeOpenAI, hold: threading.Event) -> None:

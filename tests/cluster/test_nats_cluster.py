@@ -27,18 +27,18 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from tests.support.fakes.openai_server import FakeOpenAI, Reply
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.harness import ROOT, Client, System
 from tests.support.natscluster import (
     ClusterSystem,
     NatsCluster,
     Node,
+    load_script,
     send_until_taken,
     stored_ends,
 )
-from tests.support.scripts import decision, emailing, last_user, verdict
-from tests.support.systems import Systems, sending_freely
+from tests.support.systems import Systems, on_first_node
 
 REQUESTS = 30
 EMAIL_EVERY = 5
@@ -62,15 +62,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
 
 @pytest.fixture(scope="module")
 def clustered(systems: Systems, cluster: NatsCluster, sendgrid: FakeSendGrid) -> Iterator[System]:
-    yield from sending_freely(
+    yield from on_first_node(
         systems,
+        cluster,
         sendgrid,
-        nats_url=cluster.nodes[0].url,
-        cluster=cluster,
-        namespace="clustered",
-        SIDEKICK_MAX_DELIVER="20",
+        "clustered",
         SIDEKICK_LLM_MAX_RETRIES="3",
-        SIDEKICK_LLM_TIMEOUT="90",
         SIDEKICK_NATS_LOST_EXIT_AFTER=str(LOST_EXIT_AFTER),
     )
 
@@ -79,45 +76,6 @@ def clustered(systems: Systems, cluster: NatsCluster, sendgrid: FakeSendGrid) ->
 async def admin(cluster: NatsCluster) -> AsyncIterator[NATS]:
     async with cluster.admin() as nc:
         yield nc
-
-
-def script(fake: FakeOpenAI, hold: threading.Event, tag: str) -> None:
-    """Worker calls of this test's requests wait for `hold`; the evaluator asks one question of
-    the request about the weather, once."""
-    asked: set[str] = set()
-
-    def frontline(body: dict[str, Any]) -> Any:
-        return Reply(json.dumps({"route_to_orchestrator": True, "reason": "work"}))
-
-    def orchestrator(body: dict[str, Any]) -> Any:
-        text = last_user(body)
-        task = text.split("\n")[1] if "\n" in text else text
-        chosen = emailing(text, tag + "-{n}@example.com") or decision("GENERAL", task, "an answer")
-        return Reply(json.dumps(chosen))
-
-    def worker(body: dict[str, Any]) -> Any:
-        wait = None if "weather" in json.dumps(body) else hold
-        if body.get("response_format"):
-            draft = {"subject": "Report", "body": "Hello, it is ready. Bye"}
-            return Reply(json.dumps(draft), wait=wait)
-        return Reply("Answer to: " + last_user(body).split("\n")[0], wait=wait)
-
-    def evaluator(body: dict[str, Any]) -> Any:
-        text = json.dumps(body)
-        if "weather" in text and "Lisbon" not in text and tag not in asked:
-            asked.add(tag)
-            question = "Which city?"
-            return Reply(
-                json.dumps(
-                    verdict(False, 20, question, user_input_needed=True, questions=[question])
-                )
-            )
-        return Reply(json.dumps(verdict(True, 90, "ok")))
-
-    fake.script("fake-frontline", frontline)
-    fake.script("fake-orchestrator", orchestrator)
-    fake.script("fake-worker", worker)
-    fake.script("fake-evaluator", evaluator)
 
 
 def readyz(system: ClusterSystem) -> int:
@@ -231,7 +189,7 @@ async def under_load(
     system, fake, sendgrid, admin = trial.system, trial.fake, trial.sendgrid, trial.admin
     hold = threading.Event()
     tag = name.replace(" ", "-")
-    script(fake, hold, tag)
+    load_script(fake, hold, tag, weather=True)
     offsets = {n: len(system.log(n)) for n in system.procs}
     load = Load(system, tag)
     await load.open()

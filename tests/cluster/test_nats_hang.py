@@ -12,17 +12,12 @@ freeze (issue 35, finding 6)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from nats.aio.client import Client as NATS
@@ -30,10 +25,11 @@ from nats.aio.client import Client as NATS
 from services.runtime.base.settings import Settings
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.hosting.host import make_broker
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, last_user, verdict
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.fakes.sendgrid import FakeSendGrid
-from tests.support.harness import Client, System, llm_env
-from tests.support.natscluster import ClusterSystem, NatsCluster, stored_ends
+from tests.support.harness import Client, System
+from tests.support.natscluster import ClusterSystem, NatsCluster, load_script, stored_ends
+from tests.support.systems import Systems, on_first_node
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -57,37 +53,16 @@ def test_a_services_connection_pings_its_server_often_enough_to_notice_a_hang_in
     assert (options["ping_interval"], options["max_outstanding_pings"]) == (1.5, 4)
 
 
-@pytest.fixture
-def lone_nats(tmp_path: Path) -> Iterator[NatsServer]:
-    server = NatsServer(store_dir=tmp_path / "js").start()
-    yield server
-    assert server.process is not None
-    server.process.send_signal(signal.SIGCONT)  # whatever the test did to it
-    server.stop()
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode()
-
-
 def test_a_service_whose_only_server_hangs_counts_the_hang_as_lost_and_exits(
-    lone_nats: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path
+    lone_nats: NatsServer, lone_evaluator: System
 ) -> None:
-    env = {**llm_env(fake_llm.base_url), "SIDEKICK_NATS_LOST_EXIT_AFTER": "4"}
-    with System(lone_nats.url, env, logs_dir).start_all(services=("evaluator",)) as system:
-        ops = system.metrics_url("evaluator").removesuffix("/metrics")
-        assert get(f"{ops}/healthz")[0] == 200
-        assert lone_nats.process is not None
-        lone_nats.process.send_signal(signal.SIGSTOP)
-        hung_at = time.monotonic()
-        proc = system.procs["evaluator"]
-        status = proc.wait(60)  # the watchdog's exit, or a failure here
-        gone = time.monotonic() - hung_at
-        log = system.log("evaluator")
+    assert lone_nats.process is not None
+    lone_nats.process.send_signal(signal.SIGSTOP)
+    hung_at = time.monotonic()
+    proc = lone_evaluator.procs["evaluator"]
+    status = proc.wait(60)  # the watchdog's exit, or a failure here
+    gone = time.monotonic() - hung_at
+    log = lone_evaluator.log("evaluator")
     assert status == 75, log[-2000:]
     # Noticed within (3 + 1) pings of 2 s, then the 4 s limit.
     assert 4 <= gone < 20, gone
@@ -106,97 +81,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
 
 
 @pytest.fixture(scope="module")
-def clustered(
-    cluster: NatsCluster, fake_llm: FakeOpenAI, sendgrid: FakeSendGrid, logs_dir: Path
-) -> Iterator[ClusterSystem]:
+def clustered(systems: Systems, cluster: NatsCluster, sendgrid: FakeSendGrid) -> Iterator[System]:
     """Every service given the first node only (the others it learns from the cluster)."""
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL,EMAIL",
-        "SENDGRID_API_KEY": sendgrid.key,
-        "SENDGRID_FROM_EMAIL": "sidekick@example.com",
-        "SIDEKICK_SENDGRID_BASE_URL": sendgrid.url,
-        "SIDEKICK_APPROVALS": "email.send=allow;email.send:unwritten_recipient=allow",
-        "SIDEKICK_MAX_DELIVER": "20",
-        "SIDEKICK_LLM_TIMEOUT": "90",
-    }
-    system = ClusterSystem(cluster.nodes[0].url, env, logs_dir, namespace="hang")
-    system.cluster = cluster
-    with system.start_all():
-        yield system
-
-
-@pytest.fixture
-async def admin(cluster: NatsCluster) -> AsyncIterator[NATS]:
-    """The admin on the two nodes that stay up."""
-    nc = NATS()
-
-    async def quiet(_: Exception) -> None:
-        pass
-
-    await nc.connect(
-        servers=[n.url for n in cluster.nodes[1:]],
-        user="admin",
-        password=cluster.creds.passwords["admin"],
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=1,
-        error_cb=quiet,
-    )
-    yield nc
-    await nc.close()
-
-
-def script(fake: FakeOpenAI, hold: threading.Event, tag: str) -> None:
-    """Every request routed; every fourth an email; the worker's calls wait for `hold`."""
-
-    def frontline(body: dict[str, Any]) -> Any:
-        return Reply(json.dumps({"route_to_orchestrator": True, "reason": "work"}))
-
-    def orchestrator(body: dict[str, Any]) -> Any:
-        text = last_user(body)
-        if "email" in text:
-            n = text.split("#")[1].split()[0]
-            decision = {
-                "worker_type": "EMAIL",
-                "task_description": f"email number {n}",
-                "parameters": [
-                    {"name": "to", "value": f"{tag}-{n}@example.com"},
-                    {"name": "subject", "value": f"Report {n}"},
-                    {"name": "body", "value": "say the report is ready"},
-                ],
-                "success_criteria": "sent",
-            }
-        else:
-            decision = {
-                "worker_type": "GENERAL",
-                "task_description": text.split("\n")[1] if "\n" in text else text,
-                "parameters": [],
-                "success_criteria": "an answer",
-            }
-        return Reply(json.dumps(decision))
-
-    def worker(body: dict[str, Any]) -> Any:
-        if body.get("response_format"):
-            draft = {"subject": "Report", "body": "Hello, it is ready. Bye"}
-            return Reply(json.dumps(draft), wait=hold)
-        return Reply("Answer to: " + last_user(body).split("\n")[0], wait=hold)
-
-    fake.script("fake-frontline", frontline)
-    fake.script("fake-orchestrator", orchestrator)
-    fake.script("fake-worker", worker)
-    fake.script("fake-evaluator", lambda body: Reply(json.dumps(verdict(True, 90, "ok"))))
-
-
-def connected_elsewhere(cluster: NatsCluster) -> dict[str, str]:
-    """Which of the other nodes each service's connection is on (the first is frozen: its
-    monitoring port does not answer either)."""
-    found = {}
-    for node in cluster.nodes[1:]:
-        for conn in node.monitor("/connz?limit=4096").get("connections", []):
-            name = str(conn.get("name", ""))
-            if name.startswith("sidekick-") and name != "sidekick-login-check":
-                found[name.removeprefix("sidekick-")] = node.name
-    return found
+    yield from on_first_node(systems, cluster, sendgrid, "hang")
 
 
 async def test_a_frozen_node_every_service_uses_costs_seconds_and_loses_nothing(
@@ -210,7 +97,7 @@ async def test_a_frozen_node_every_service_uses_costs_seconds_and_loses_nothing(
     assert set(on.values()) == {"n0"} and len(on) == 5, on
     hold = threading.Event()
     tag = "frozen"
-    script(fake_llm, hold, tag)
+    load_script(fake_llm, hold, tag)
     offsets = {n: len(clustered.log(n)) for n in clustered.procs}
     clients: list[Client] = []
     request_ids: list[str] = []
@@ -249,7 +136,7 @@ async def test_a_frozen_node_every_service_uses_costs_seconds_and_loses_nothing(
         readers = [read(c, r) for c, r in zip(clients, request_ids, strict=True)]
         await asyncio.wait_for(asyncio.gather(*readers), ENDED_WITHIN)
         last = max(ended_after.values())
-        moved = await asyncio.to_thread(connected_elsewhere, cluster)
+        moved = await asyncio.to_thread(cluster.connected, cluster.nodes[1:])
         await asyncio.sleep(max(0.0, FREEZE - (time.monotonic() - frozen_at)))
     finally:
         os.kill(n0.process.pid, signal.SIGCONT)

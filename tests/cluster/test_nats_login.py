@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import nats.errors
@@ -19,9 +16,8 @@ from services.cli.up import SECRETS
 from services.runtime.bus.natslogin import Login, split_servers, variable
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.natswatch import Watch, cluster_broker
-from tests.support.harness import free_port, sidekick
+from tests.support.harness import System, free_port, http_get, sidekick
 from tests.support.lockednats import LockedNats
-from tests.support.systems import Systems
 
 
 @pytest.mark.fast
@@ -117,43 +113,24 @@ async def test_an_authorization_error_on_reconnect_is_logged_once_and_never_rais
     assert "pw" not in " ".join(lines).replace("the servers", "")
 
 
-@pytest.fixture
-def lone_nats(tmp_path: Path) -> Iterator[NatsServer]:
-    server = NatsServer(store_dir=tmp_path / "js").start()
-    yield server
-    server.stop()
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode()
-
-
 def test_a_service_whose_bus_is_gone_too_long_says_so_then_exits_to_be_restarted(
-    lone_nats: NatsServer, systems: Systems
+    lone_nats: NatsServer, lone_evaluator: System
 ) -> None:
-    with systems.start(
-        nats_url=lone_nats.url, services=("evaluator",), SIDEKICK_NATS_LOST_EXIT_AFTER="4"
-    ) as system:
-        ops = system.metrics_url("evaluator").removesuffix("/metrics")
-        assert get(f"{ops}/healthz")[0] == 200
-        lone_nats.stop()
-        lost_at = time.monotonic()
-        said = ""
-        while time.monotonic() - lost_at < 3.5:
-            code, said = get(f"{ops}/healthz")
-            if "exits after 4 s" in said:
-                break
-            time.sleep(0.2)
-        assert code == 200 and "lost" in said and "exits after 4 s" in said, said
-        assert get(f"{ops}/readyz")[0] == 503
-        proc = system.procs["evaluator"]
-        assert proc.wait(30) == 75
-        gone = time.monotonic() - lost_at
-        log = system.log("evaluator")
+    ops = lone_evaluator.ops_url("evaluator")
+    lone_nats.stop()
+    lost_at = time.monotonic()
+    said = ""
+    while time.monotonic() - lost_at < 3.5:
+        code, said = http_get(f"{ops}/healthz")
+        if "exits after 4 s" in said:
+            break
+        time.sleep(0.2)
+    assert code == 200 and "lost" in said and "exits after 4 s" in said, said
+    assert http_get(f"{ops}/readyz")[0] == 503
+    proc = lone_evaluator.procs["evaluator"]
+    assert proc.wait(30) == 75
+    gone = time.monotonic() - lost_at
+    log = lone_evaluator.log("evaluator")
     assert 4 <= gone < 25, gone
     assert log.count("NATS has been unreachable for") == 1, log[-2000:]
     assert "Traceback" not in log, log[-3000:]

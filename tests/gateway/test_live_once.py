@@ -13,9 +13,10 @@ import pytest
 from services.gateway.core import deliveries
 from services.gateway.core.deliveries import Deliveries
 from services.runtime.bus.core import Bus
-from tests.support.fakes.openai_server import FakeOpenAI, last_user, structured
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import api, wait_status
 from tests.support.harness import Client, System
+from tests.support.scripts import last_user, structured
 
 
 def small_talk(body: dict[str, Any]) -> Any:

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
+
 from tests.support.fakes.http import FakeServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
@@ -65,6 +67,11 @@ async def answer(
         lambda f: ("on_chat_model_end" in f and f.get("request_id") == request_id) or "error" in f,
         90,
     )
+
+
+async def feedback(http: httpx.AsyncClient, request_id: str, **body: object) -> httpx.Response:
+    """POST the workflows API's feedback on `request_id` (an approval word, answers, ...)."""
+    return await http.post(f"/api/workflows/{request_id}/feedback", json=body)
 
 
 async def operator_approves(

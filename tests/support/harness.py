@@ -8,6 +8,8 @@ import asyncio
 import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ __all__ = [
     "System",
     "bootstrap_process",
     "free_port",
+    "http_get",
     "llm_env",
     "sidekick",
 ]
@@ -71,6 +74,15 @@ def sidekick(
         text=True,
         check=check,
     )
+
+
+def http_get(url: str, timeout: float = 2) -> tuple[int, str]:
+    """GET `url`: its status and body, an error status included."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
 
 
 def bootstrap_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -112,10 +124,14 @@ class System(LoopbackGateway, ServiceProcesses):
     root = ROOT
     ready_timeout = 60.0  # seconds `start_all` waits for every service
 
-    def metrics_url(self, name: str) -> str:
-        """Where one service serves /metrics (the gateway on its own port, others on ops)."""
+    def ops_url(self, name: str) -> str:
+        """Where one service serves /metrics, /healthz and /readyz (the gateway on its own
+        port, others on ops)."""
         port = self.gateway_port if name == "gateway" else self.ops_ports[name]
-        return f"http://127.0.0.1:{port}/metrics"
+        return f"http://127.0.0.1:{port}"
+
+    def metrics_url(self, name: str) -> str:
+        return f"{self.ops_url(name)}/metrics"
 
     def service_env(self) -> dict[str, str]:
         env = base_env(self.nats_url, self.namespace, self.gateway_port)

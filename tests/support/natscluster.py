@@ -1,7 +1,9 @@
 """A real 3-node nats-server cluster on loopback for the test suite: free ports, JetStream stores
 in temp dirs, routes authenticated, one NATS user per service (what `sidekick nats-config
 --server-name ... --routes ...` writes), and the five services on it as a `ClusterSystem`, each
-given its own login apart from the URL (SIDEKICK_<SERVICE>_NATS_USER / _PASSWORD)."""
+given its own login apart from the URL (SIDEKICK_<SERVICE>_NATS_USER / _PASSWORD). And what the
+cluster tests share: the ends the results stream holds, a message resent until it is taken, and
+the fake model's script for a load."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -27,7 +30,9 @@ from services.runtime.bus import natsauth, natscluster
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, new_password
 from services.runtime.bus.natslogin import variable
 from services.runtime.bus.natsserver import find_binary
+from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import System
+from tests.support.scripts import decision, emailing, last_user, verdict
 
 
 @dataclass
@@ -186,10 +191,11 @@ class NatsCluster:
                     return self.node(leader)
         raise RuntimeError("no meta leader")
 
-    def connected(self) -> dict[str, str]:
-        """Which node each service's connection is on (from the nodes' /connz)."""
+    def connected(self, nodes: list[Node] | None = None) -> dict[str, str]:
+        """Which node each service's connection is on (from the /connz of `nodes`, every live
+        node by default)."""
         found = {}
-        for node in self.nodes:
+        for node in nodes or self.nodes:
             if not node.alive:
                 continue
             for conn in node.monitor("/connz?limit=4096").get("connections", []):
@@ -286,3 +292,44 @@ async def send_until_taken(
             return frame, refusals
         await asyncio.sleep(2)
     raise AssertionError(f"{text!r} was refused {tries} times: {refusals}")
+
+
+def load_script(fake: FakeOpenAI, hold: threading.Event, tag: str, weather: bool = False) -> None:
+    """The fake model for a load on a cluster: every request routed; `email report #N ...` an
+    email to `{tag}-N@example.com`, anything else GENERAL; the worker's calls wait for `hold`.
+    With `weather`, a request about the weather is not held, and the evaluator asks it for its
+    city once (the load's request parked on a question)."""
+    asked: set[str] = set()
+
+    def frontline(body: dict[str, Any]) -> Any:
+        return Reply(json.dumps({"route_to_orchestrator": True, "reason": "work"}))
+
+    def orchestrator(body: dict[str, Any]) -> Any:
+        text = last_user(body)
+        task = text.split("\n")[1] if "\n" in text else text
+        chosen = emailing(text, tag + "-{n}@example.com") or decision("GENERAL", task, "an answer")
+        return Reply(json.dumps(chosen))
+
+    def worker(body: dict[str, Any]) -> Any:
+        wait = None if weather and "weather" in json.dumps(body) else hold
+        if body.get("response_format"):
+            draft = {"subject": "Report", "body": "Hello, it is ready. Bye"}
+            return Reply(json.dumps(draft), wait=wait)
+        return Reply("Answer to: " + last_user(body).split("\n")[0], wait=wait)
+
+    def evaluator(body: dict[str, Any]) -> Any:
+        text = json.dumps(body)
+        if weather and "weather" in text and "Lisbon" not in text and tag not in asked:
+            asked.add(tag)
+            question = "Which city?"
+            return Reply(
+                json.dumps(
+                    verdict(False, 20, question, user_input_needed=True, questions=[question])
+                )
+            )
+        return Reply(json.dumps(verdict(True, 90, "ok")))
+
+    fake.script("fake-frontline", frontline)
+    fake.script("fake-orchestrator", orchestrator)
+    fake.script("fake-worker", worker)
+    fake.script("fake-evaluator", evaluator)

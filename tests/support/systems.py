@@ -125,3 +125,19 @@ def sending_freely(systems: Systems, sendgrid: FakeSendGrid, **options: Any) -> 
     """A system whose email worker sends through `sendgrid` without asking (SEND_FREELY): for
     tests of something else than approvals; `options` as `Systems.run` takes them."""
     return systems.run(workers="GENERAL,EMAIL", sendgrid=sendgrid, approvals=SEND_FREELY, **options)
+
+
+def on_first_node(
+    systems: Systems, cluster: NatsCluster, sendgrid: FakeSendGrid, namespace: str, **env: str
+) -> Iterator[System]:
+    """`sending_freely`'s system on `cluster`, every service given the first node only (the
+    others it learns from the cluster): the worst case when that node is lost. Deliveries and
+    model calls wait out a fault (SIDEKICK_MAX_DELIVER 20, SIDEKICK_LLM_TIMEOUT 90 s)."""
+    return sending_freely(
+        systems,
+        sendgrid,
+        nats_url=cluster.nodes[0].url,
+        cluster=cluster,
+        namespace=namespace,
+        variables={"SIDEKICK_MAX_DELIVER": "20", "SIDEKICK_LLM_TIMEOUT": "90", **env},
+    )
