@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nats.js.errors
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
@@ -249,10 +250,15 @@ async def stored_ends(nc: NATS, namespace: str, request_ids: list[str]) -> dict[
     """How many ends the results stream holds for each request, once it holds one for each
     (or after 60 s). A client may see an end before the stream holds it: while the stream has
     no leader, a publish reaches the gateways (core subscribers) but is not stored, and the
-    publisher, given no ack, publishes it again (same dedupe key) once the stream answers."""
+    publisher, given no ack, publishes it again (same dedupe key) once the stream answers. Nor
+    can the stream be read while it has no leader (JetStream answers 503, as after a frozen
+    node wakes): it is read again, until the same deadline."""
     deadline = time.monotonic() + 60
     while True:
-        finals = await finals_by_request(nc, namespace)
+        try:
+            finals = await finals_by_request(nc, namespace)
+        except nats.js.errors.ServiceUnavailableError:
+            finals = Counter()  # none readable yet
         ours = {rid: finals[rid] for rid in request_ids}
         if all(n >= 1 for n in ours.values()) or time.monotonic() > deadline:
             return ours
