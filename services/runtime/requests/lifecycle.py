@@ -96,7 +96,12 @@ TABLE: tuple[Move, ...] = (
     Move("awaiting_clarification", "decided", ("gateway",), "the user's answer is accepted"),
     Move("awaiting_clarification", "failed", ORCH, "no answer in time"),
     Move("awaiting_clarification", "cancelled", ORCH, "cancelled while waiting"),
-    Move("awaiting_approval", "decided", ("gateway",), "a person approved or declined the action"),
+    Move(
+        "awaiting_approval",
+        "decided",
+        ("gateway",),
+        "a person approved or declined the action, or answered after it expired (declined)",
+    ),
     Move(
         "awaiting_approval",
         "working",
