@@ -149,7 +149,8 @@ class Bus:
         self.subjects = Subjects(settings.namespace)
         self._buckets: Buckets | None = None
         self._nc: Client | None = None
-        self._listeners: list[tuple[str, Callable[[Msg], Awaitable[None]]]] = []
+        self._listeners: list[tuple[str, str, Callable[[Msg], Awaitable[None]]]] = []
+        self._each: list[str] = []
         self._durables: list[tuple[str, str, Callable[[Msg], Awaitable[None]]]] = []
         self._consumers: list[Consumer] = []
         self._ticker: asyncio.Task[None] | None = None
@@ -218,10 +219,17 @@ class Bus:
             self._listening = since, reconnects = utcnow(), self.nc.stats["reconnects"]
         return since
 
-    def listen(self, subject: str, handler: Callable[[Msg], Awaitable[None]]) -> None:
-        """A plain core-NATS subscription (no queue group) made at `start()`, its messages
-        handled one at a time, in order."""
-        self._listeners.append((subject, handler))
+    def listen(
+        self, subject: str, handler: Callable[[Msg], Awaitable[None]], *, queue: str = ""
+    ) -> None:
+        """A plain core-NATS subscription made at `start()`, its messages handled one at a
+        time, in order; with `queue`, one of the group's subscribers gets each message."""
+        self._listeners.append((subject, queue, handler))
+
+    def listens_each(self, pattern: str) -> None:
+        """Declare subscriptions this service makes and drops as it runs, each a subject of
+        `pattern` (the gateway's, one per session it holds): listed in `subscriptions()`."""
+        self._each.append(pattern)
 
     def subscriptions(self) -> list[str]:
         """Every subject this service consumes: the broker's subscribers, its durable consumers
@@ -229,7 +237,8 @@ class Bus:
         return [
             *(sub.subject.broker_address for sub in self.broker.subscribers),  # type: ignore[attr-defined]
             *(subject for subject, _, _ in self._durables),
-            *(subject for subject, _ in self._listeners),
+            *(subject for subject, _, _ in self._listeners),
+            *self._each,
         ]
 
     def _stream_for(self, subject: str) -> str:
@@ -298,8 +307,8 @@ class Bus:
         """Subscribe what `listen` declared and start reading the durable consumers (after
         `setup()`); one ticker keeps the messages being handled alive (in-progress acks)."""
         self._listening = (utcnow(), self.nc.stats["reconnects"])
-        for subject, handler in self._listeners:
-            await self.nc.subscribe(subject, cb=handler)
+        for subject, queue, handler in self._listeners:
+            await self.nc.subscribe(subject, queue=queue, cb=handler)
         capacity = self.settings.max_concurrency
         for subject, durable, deliver in self._durables:
             stream = self._stream_for(subject)

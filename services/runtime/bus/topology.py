@@ -91,7 +91,7 @@ def consumers(s: Subjects) -> dict[str, str]:
 
 
 def roles(s: Subjects) -> dict[str, Role]:
-    outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
+    outcomes = tuple(s.out_any(what) for what in ("completed", "failed", "cancelled"))
     return {
         "gateway": Role(
             # parked: the approvals waiting now (an operator's queue, /api/approvals).
@@ -112,8 +112,9 @@ def roles(s: Subjects) -> dict[str, Role]:
             publish=(
                 s.chat_requested,
                 s.request_routed,
-                s.stream("*"),
-                s.progress("*"),
+                s.out_any("chunk"),
+                s.out_any("text"),
+                s.out_any("progress"),
                 *outcomes,
                 s.pong("frontline"),
             ),
@@ -148,8 +149,8 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.chat_requested,
                 s.worker_run_all,
                 s.evaluator_run,
-                s.progress("*"),
-                s.request_clarification("*"),
+                s.out_any("progress"),
+                s.out_any("clarification"),
                 *outcomes,
                 s.pong("orchestrator"),
             ),
@@ -168,7 +169,13 @@ def roles(s: Subjects) -> dict[str, Role]:
             consumers=tuple(f"worker_{kind}" for kind in WORKER_KINDS),
             reads=("ledger", "approvals", "endpoints"),
             writes=("ledger", "endpoints"),
-            publish=(s.worker_completed, s.progress("*"), s.outbox_all, s.pong("workers")),
+            publish=(
+                s.worker_completed,
+                s.out_any("progress"),
+                s.out_any("step"),
+                s.outbox_all,
+                s.pong("workers"),
+            ),
             subscribe=(s.request_cancel, s.ping),
         ),
     }
