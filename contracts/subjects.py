@@ -165,6 +165,8 @@ class Subjects:
     results_stream = _Name.stream("RESULTS")
     deadletter_stream = _Name.stream("DEADLETTER")
     outbox_stream = _Name.stream("OUTBOX")
+    # The orchestrator's loop states' bucket before they moved into the request records: no
+    # role may use it (tests/test_nats_security.py checks that nobody can).
     requests_bucket = _Name.bucket("requests")
     sessions_bucket = _Name.bucket("sessions")
     ledger_bucket = _Name.bucket("ledger")

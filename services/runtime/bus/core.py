@@ -116,7 +116,6 @@ class Buckets:
     """The KV buckets a service's role may use (services/runtime/bus/topology.py), bound at start.
     Asking for another is a bug in the service, said plainly rather than as a NATS error."""
 
-    requests = _granted("requests")
     sessions = _granted("sessions")
     ledger = _granted("ledger")
     approvals = _granted("approvals")

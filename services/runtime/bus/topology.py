@@ -42,7 +42,6 @@ SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 WORKER_KINDS = ("general", "search", "research", "email", "tools")
 # KV buckets and how long an entry lives (seconds).
 BUCKETS: dict[str, float] = {
-    "requests": 7 * DAY,
     "sessions": 30 * DAY,
     "ledger": 30 * DAY,
     "approvals": 30 * DAY,
@@ -123,7 +122,6 @@ def roles(s: Subjects) -> dict[str, Role]:
         "orchestrator": Role(
             consumers=tuple(c for c in consumers(s) if c.startswith("orchestrator_")),
             reads=(
-                "requests",
                 "sessions",
                 "status",
                 "ledger",
@@ -134,7 +132,6 @@ def roles(s: Subjects) -> dict[str, Role]:
                 "endpoints",
             ),
             writes=(
-                "requests",
                 "sessions",
                 "status",
                 "ledger",

@@ -15,6 +15,7 @@ is what makes the first outcome the only one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -62,7 +63,12 @@ TABLE: tuple[Move, ...] = (
     Move(None, "queued", ("gateway",), "accepted while its session answers another request"),
     Move("queued", "accepted", ANY, "the request before it ended: its turn (whoever ended that)"),
     Move("queued", "cancelled", ORCH, "cancelled, or interrupted, while waiting its turn"),
-    Move("accepted", "direct", FRONT, "small talk: answered directly, streaming"),
+    Move(
+        "accepted",
+        "direct",
+        FRONT,
+        "small talk: answered directly, streaming (passed through in the write of its end)",
+    ),
     Move("accepted", "routed", ORCH, "the frontline routed it; the orchestrator took it"),
     Move("accepted", "failed", EITHER, "the frontline's model failed, or delivery ran out"),
     Move("accepted", "cancelled", EITHER, "cancelled before it was answered or routed"),
@@ -140,6 +146,27 @@ def allowed(source: RequestState | None, target: RequestState, by: Actor) -> boo
     return by in LEGAL.get((source, target), frozenset())
 
 
+def reachable(
+    source: RequestState | None,
+    target: RequestState,
+    by: Actor,
+    via: tuple[RequestState, ...] = (),
+) -> bool:
+    """Whether `by` may move a request from `source` to `target`: in one move, or through the
+    states `via`, each move of the way legal (several moves written as one: the frontline's
+    direct answer goes accepted -> direct -> completed in the one write that ends it)."""
+    if allowed(source, target, by):
+        return True
+    if not via:
+        return False
+    state = source
+    for step in via:
+        if not allowed(state, step, by):
+            return False
+        state = step
+    return allowed(state, target, by)
+
+
 def state_of(outcome: Outcome) -> RequestState:
     """The state an outcome puts its request in."""
     if isinstance(outcome, RequestCompleted):
@@ -166,6 +193,8 @@ class IllegalMove(SidekickError):
 
 
 Tracked = Versioned[RequestRecord]
+Planned = tuple[RequestState, dict[str, Any]]
+"""A move a caller plans from the record it is shown: where to, and what else changes."""
 
 
 def records(bus: Bus) -> Requests:
@@ -203,10 +232,12 @@ class Requests:
         *,
         known: Tracked | None = None,
         source: RequestState | None = None,
+        via: tuple[RequestState, ...] = (),
         **changes: Any,
     ) -> Tracked:
         """Move the request to `target`, setting `changes` on its record, by compare-and-set
-        (from `known` first when the caller has just read or written it). Moving to where it
+        (from `known` first when the caller has just read or written it), through the states
+        `via` in the same write when the table allows that (`reachable`). Moving to where it
         already is with nothing to change writes nothing. Raises IllegalMove when the table
         forbids the move from the state found, or when `source` is given and the request is
         not there (of racing movers from `source`, exactly one succeeds)."""
@@ -215,11 +246,42 @@ class Requests:
             if current is None or (source is not None and current.value.state != source):
                 raise IllegalMove(current, target, self.by)
             updated = _moved(current.value, target, changes)
-            if updated is not None and not allowed(current.value.state, target, self.by):
+            if updated is not None and not reachable(current.value.state, target, self.by, via):
                 raise IllegalMove(current, target, self.by)
             return updated
 
         # A refusal or a no-op found on `known` is checked on a fresh read (kvstore.py).
+        done = await compare_and_set(
+            self.kv, request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
+        )
+        assert done is not None  # decide() refuses a request that is not there
+        return done
+
+    async def change(
+        self,
+        request_id: str,
+        plan: Callable[[RequestRecord], Planned | None],
+        *,
+        known: Tracked | None = None,
+        via: tuple[RequestState, ...] = (),
+    ) -> Tracked:
+        """Move the request as `plan` says from the record found: `(target, changes)`, or None
+        to write nothing. `plan` is asked again on each read (a failed write, or a plan of
+        nothing on the remembered `known`, reads the record again), so it decides on a record
+        proven current. Raises IllegalMove when the table forbids the move (through `via`)."""
+
+        def decide(current: Tracked | None) -> RequestRecord | None:
+            if current is None:
+                raise LookupError(f"no request {request_id}")
+            planned = plan(current.value)
+            if planned is None:
+                return None
+            target, changes = planned
+            updated = _moved(current.value, target, changes)
+            if updated is not None and not reachable(current.value.state, target, self.by, via):
+                raise IllegalMove(current, target, self.by)
+            return updated
+
         done = await compare_and_set(
             self.kv, request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
         )
@@ -246,11 +308,18 @@ class Requests:
         return (await self.settle(outcome, known=known))[0]
 
     async def settle(
-        self, outcome: Outcome, *, known: Tracked | None = None
+        self,
+        outcome: Outcome,
+        *,
+        known: Tracked | None = None,
+        via: tuple[RequestState, ...] = (),
+        **changes: Any,
     ) -> tuple[Tracked, bool]:
         """`end`, also saying whether this call made the move (False: the request had already
         ended or parked, by this outcome or another; `known` may be stale: a failed write
-        reads the record again, and so does finding it ended or parked in `known`)."""
+        reads the record again, and so does finding it ended or parked in `known`). `via`: the
+        states the move may pass through in the same write (`reachable`); `changes`: more
+        fields set in the same write (the orchestrator's loop state)."""
         target = state_of(outcome)
         made = False
 
@@ -261,8 +330,8 @@ class Requests:
                 return None
             if current is None:
                 raise IllegalMove(None, target, self.by)
-            updated = _moved(current.value, target, _fields(outcome))
-            if updated is not None and not allowed(current.value.state, target, self.by):
+            updated = _moved(current.value, target, {**_fields(outcome), **changes})
+            if updated is not None and not reachable(current.value.state, target, self.by, via):
                 raise IllegalMove(current, target, self.by)
             made = updated is not None
             return updated
