@@ -5,16 +5,16 @@ Flow: ChatRequested -> (frontline) StreamChunk* + RequestCompleted | RequestRout
 -> (orchestrator) EvaluationRequested -> (evaluator) VerdictIssued -> (orchestrator)
 WorkerTask (retry) | RequestCompleted | RequestFailed. Progress events narrate the way.
 
-The orchestrator's decision is no event of its own: it is kept in the request's loop state (the
-orchestrator's own `requests` bucket, services/orchestrator/state.py) and told to clients and
-traces by the `decided` Progress event (worker kind and task).
+The orchestrator's decision is no event of its own: it is kept in the request's loop state (in
+the request's record, `RequestRecord.loop`: contracts/state.py) and told to clients and traces
+by the `decided` Progress event (worker kind and task).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import AwareDatetime, Field, TypeAdapter
 
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
@@ -43,6 +43,18 @@ class RequestOptions(Event):
     )
 
 
+class RecordStamp(Model):
+    """Where a request's record stood when its `chat.requested` was sent: with the fields the
+    message carries, the record itself, so the frontline starts its write from it instead of
+    reading it (checked against `digest`: a record that does not match is read)."""
+
+    revision: int = Field(ge=1, description="The record's revision in the `status` bucket.")
+    created_at: AwareDatetime = Field(description="The record's `created_at`.")
+    updated_at: AwareDatetime = Field(description="The record's `updated_at`.")
+    trace_id: str | None = Field(default=None, description="The record's `trace_id`.")
+    digest: str = Field(description="SHA-256 of the record's JSON (hex, 32 digits).")
+
+
 class ChatRequested(RequestOptions):
     """A user message accepted and acknowledged by the gateway."""
 
@@ -51,6 +63,16 @@ class ChatRequested(RequestOptions):
         default_factory=list,
         description="Earlier turns the client sent with its message (OpenAI-style clients send "
         "the whole conversation); when given, the agents see these, not the session's.",
+    )
+    session_turns: list[Turn] | None = Field(
+        default=None,
+        description="The session's recent turns when the message was sent on (as many as the "
+        "agents see), so the frontline need not read the session; None: it reads them.",
+    )
+    record: RecordStamp | None = Field(
+        default=None,
+        description="Where the request's record stood when this was sent (None: the frontline "
+        "reads the record).",
     )
 
 
@@ -64,6 +86,11 @@ class RequestRouted(RequestOptions):
         default_factory=Usage,
         description="The frontline's model usage for this request (its routing call): part of "
         "the usage the request's end shows; the frontline has counted it in the day and session.",
+    )
+    record: RecordStamp | None = Field(
+        default=None,
+        description="Where the request's record stood when the gateway sent it on, passed on "
+        "by the frontline, which did not write it (None: the orchestrator reads the record).",
     )
 
 

@@ -39,9 +39,9 @@ from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.base.metrics import CANCELLATIONS
 from services.runtime.base.telemetry import current_ids
 from services.runtime.budgets import Budget, OverBudget
-from services.runtime.bus.core import Bus
+from services.runtime.bus.core import Bus, redelivered
 from services.runtime.llm import LLMClient
-from services.runtime.requests import cancels
+from services.runtime.requests import cancels, lanes
 from services.runtime.requests.failures import failure_code
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
 from services.runtime.requests.outcomes import finish
@@ -70,7 +70,11 @@ class Orchestrator:
     # --- events in -------------------------------------------------------------------------
 
     async def on_routed(self, req: RequestRouted) -> None:
-        tracked = await records(self.bus).load(req.request_id)
+        # On a first delivery, the record as the gateway stored it, from the message: the
+        # decision's write starts from it (and fails, and reads, if it moved since).
+        tracked = None if redelivered() else lanes.record_from(req)
+        if tracked is None:
+            tracked = await records(self.bus).load(req.request_id)
         if tracked is None or tracked.value.ended:
             return  # unknown, or ended already (cancelled early, or a redelivery)
         self.store.moved(tracked)

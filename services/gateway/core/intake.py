@@ -268,18 +268,21 @@ class Intake:
         )
         accepted = Accepted(request_id, fresh=True, behind=place.behind, position=place.position)
         try:
-            if await records(self.bus).create(record) is None:
+            created = await records(self.bus).create(record)
+            if created is None:
                 self.limits.release(request_id)
                 raise Conflict(f"The request id {request_id} is already in use.")
             if taken is not None:  # from here on another hop may start it and answer
                 taken(accepted)
             await self._remember(principal, request_id)
             if place.position == 0:
-                await lanes.publish(self.bus, record)
+                # With the session's recent turns: the frontline need not read them.
+                turns = lanes.turns_of(self.bus, place.session.value)
+                await lanes.publish(self.bus, created, turns)
             else:
                 await self._queued(request_id, session_id, place)
             if place.start is not None:  # the request before was stale: its successor is due
-                await lanes.start(self.bus, place.start)
+                await lanes.start(self.bus, place.start, place.session.value)
         except Conflict:
             raise
         except Exception as exc:
@@ -301,7 +304,7 @@ class Intake:
             await self._cancel(other, session_id, "interrupted by a newer message")
         now = await lanes.load(self.bus, session_id)
         if now.value.active == request_id:
-            await lanes.start(self.bus, request_id)
+            await lanes.start(self.bus, request_id, now.value)
 
     async def _answer(
         self,

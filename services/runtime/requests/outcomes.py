@@ -77,6 +77,7 @@ async def finish(
     if not isinstance(event, ClarificationRequested) and event.trace_id is None:
         event = event.model_copy(update={"trace_id": current_trace_id()})
     due: str | None = None
+    session_now: SessionRecord | None = None
     try:
         ended, moved = await records(bus).settle(event, known=known, via=via, **(changes or {}))
     except IllegalMove as exc:
@@ -102,7 +103,7 @@ async def finish(
             known=session,
         )
         if now is not None and now.active and now.handoff == winner.request_id:
-            due = now.active  # this end gave the session to the next request
+            due, session_now = now.active, now  # this end gave the session to the next one
         if moved and not isinstance(event, ClarificationRequested):
             outcome, route = _labels(event)
             REQUESTS.labels(outcome, route).inc()
@@ -111,5 +112,5 @@ async def finish(
     step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
     await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
     if due is not None:  # after the end is out, so no client sees the next one's first
-        await lanes.start(bus, due)
+        await lanes.start(bus, due, session_now)
     return winner
