@@ -227,10 +227,11 @@ class _Answer:
         self.chunks.add(delta)
 
     async def stop(self) -> None:
-        """The answer ended: every chunk sent."""
-        await self.chunks.close()
+        """The answer ended: every chunk sent. Its end, published next, carries the whole text,
+        so the stream keeps no tail of its own."""
+        await self.chunks.close(end_has_text=True)
 
     async def settle(self) -> None:
         """The answer stopped for another reason (a route after some text, a cancel, a
-        failure): send what was said."""
+        failure): send what was said, and keep it."""
         await self.chunks.close()

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from services.gateway.core.copies import SessionCopies
 from services.runtime.bus.core import Bus
-from services.runtime.requests.sessions import mark_delivered, update_session
+from services.runtime.requests.sessions import mark_delivered, write_session
 
 log = logging.getLogger("sidekick.gateway")
 
@@ -19,9 +20,10 @@ DELAY = 2.0
 
 
 class Deliveries:
-    def __init__(self, bus: Bus, delay: float = DELAY) -> None:
+    def __init__(self, bus: Bus, delay: float = DELAY, copies: SessionCopies | None = None) -> None:
         self.bus = bus
         self.delay = delay
+        self.copies = copies or SessionCopies()
         self.pending: dict[str, set[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -51,7 +53,15 @@ class Deliveries:
         if not ids:
             return
         try:
-            await update_session(self.bus, session_id, lambda rec: mark_delivered(rec, ids))
+            # From this gateway's copy when it holds the session: one write, not two.
+            written = await write_session(
+                self.bus,
+                session_id,
+                lambda rec: mark_delivered(rec, ids),
+                known=self.copies.get(session_id),
+            )
+            if written is not None:
+                self.copies.wrote(session_id, written)
         except Exception as exc:
             log.warning("could not mark %s delivered: %r", ", ".join(ids), exc)
 

@@ -27,6 +27,7 @@ from contracts import (
     RequestRecord,
 )
 from services.gateway.core import answers, approving
+from services.gateway.core.copies import SessionCopies
 from services.gateway.core.deliveries import Deliveries
 from services.gateway.core.errors import (
     Busy,
@@ -75,10 +76,17 @@ def unscoped(principal: str, session_id: str) -> str:
 
 
 class Intake:
-    def __init__(self, bus: Bus, limits: Limits, deliveries: Deliveries | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        limits: Limits,
+        deliveries: Deliveries | None = None,
+        copies: SessionCopies | None = None,
+    ) -> None:
         self.bus = bus
         self.limits = limits
         self.deliveries = deliveries
+        self.copies = copies or SessionCopies()
         self._index: KeyValue | None = None
 
     async def start(self) -> None:
@@ -108,7 +116,7 @@ class Intake:
         if isinstance(to, Reply):
             return await self._reply(principal, to.request_id, words, before, taken)
         try:
-            session = await lanes.load(self.bus, session_id)
+            session = await self.session(session_id)
         except Exception:
             return Refused(Unavailable("The session store is unavailable."))
         if to.on_parked != "new":
@@ -146,6 +154,16 @@ class Intake:
             return await self._answer(principal, request_id, words, taken)
         except GatewayError as exc:
             return Refused(exc, request_id, answering=True)
+
+    async def session(self, session_id: str) -> lanes.Session:
+        """The session's record: this gateway's copy when it holds the session (the write it
+        starts fails, and reads, if the copy is behind), else as read now (and kept)."""
+        copy = self.copies.get(session_id)
+        if copy is not None:
+            return copy
+        session = await lanes.load(self.bus, session_id)
+        self.copies.wrote(session_id, session)
+        return session
 
     async def parked(self, principal: str, session_id: str) -> RequestRecord | None:
         """The principal's request parked on the user in the session, if there is one."""
@@ -251,6 +269,7 @@ class Intake:
             raise Unavailable(
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
             ) from exc
+        self.copies.wrote(session_id, place.session)
         record = RequestRecord(
             request_id=request_id,
             session_id=session_id,
@@ -326,7 +345,7 @@ class Intake:
             if taken is not None:
                 taken(resumed)
             return resumed
-        return await answers.resume(self.bus, self.limits, tracked, words, taken)
+        return await answers.resume(self.bus, self.limits, tracked, words, taken, self.copies)
 
     async def decide(
         self, principal: str, tracked: Tracked, words: str, approval_id: str | None
@@ -339,11 +358,20 @@ class Intake:
         self.limits.admit(record.principal, record.request_id)
         return record
 
-    async def cancel(self, principal: str, request_id: str) -> RequestRecord:
-        """Ask every hop to stop the request. NotFound for others'; Conflict once it ended."""
+    async def cancel(
+        self,
+        principal: str,
+        request_id: str,
+        before: Callable[[RequestRecord], Awaitable[None]] | None = None,
+    ) -> RequestRecord:
+        """Ask every hop to stop the request. NotFound for others'; Conflict once it ended.
+        `before` is told the request before the cancel is sent (a socket holds its session
+        from then on)."""
         status = await self.owned(principal, request_id)
         if status.ended:
             raise Conflict(f"Request {request_id} has already ended ({status.status}).")
+        if before is not None:
+            await before(status)
         await self._cancel(request_id, status.session_id, "cancelled by the user")
         return status
 

@@ -25,6 +25,7 @@ from nats.js.api import (
     ConsumerConfig,
     DeliverPolicy,
     KeyValueConfig,
+    RePublish,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -244,6 +245,7 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
         except nats.js.errors.BadRequestError:
             await js.update_stream(config)
     for name, ttl in BUCKETS.items():
+        republish = republished(s, name)
         try:
             await js.key_value(s.bucket(name))
         except nats.js.errors.BucketNotFoundError:
@@ -254,11 +256,34 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
                     ttl=ttl,
                     storage=StorageType.FILE,
                     replicas=replicas,
+                    republish=republish,
                 )
             )
+        else:
+            await _republish(js, f"KV_{s.bucket(name)}", republish)
     for consumer in consumers(s):
         await js.add_consumer(s.work_stream, consumer_config(s, consumer, settings))
     log.info("bus topology of namespace %s is in place", settings.namespace)
+
+
+def republished(s: Subjects, bucket: str) -> RePublish | None:
+    """Where the server republishes each write of a bucket: the `sessions` bucket's to the
+    session's own `out` subject, so the gateways holding a session keep its record current
+    without reading it (services/gateway/core/outbound.py)."""
+    if bucket != "sessions":
+        return None
+    return RePublish(src=f"$KV.{s.bucket(bucket)}.*", dest=s.session_republish)
+
+
+async def _republish(js: JetStreamContext, stream: str, republish: RePublish | None) -> None:
+    """Bring a bucket made before its republishing up to date."""
+    config = (await js.stream_info(stream)).config
+    have = (config.republish.src, config.republish.dest) if config.republish else None
+    want = (republish.src, republish.dest) if republish else None
+    if have == want:
+        return
+    config.republish = republish
+    await js.update_stream(config)
 
 
 class TopologyMissing(SidekickError, RuntimeError):
