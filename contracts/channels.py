@@ -124,8 +124,7 @@ CHANNELS: tuple[Channel, ...] = (
         "core",
         ("frontline", "orchestrator", "workers"),
         CLIENT_BOUND,
-        "A step of the request's way, for clients in events mode (core NATS, kept as it "
-        "passes).",
+        "A step of the request's way, for clients in events mode (core NATS, kept as it passes).",
     ),
     Channel(
         names.STEP,
