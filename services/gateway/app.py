@@ -47,7 +47,7 @@ def build(settings: Settings) -> ServiceHost:
     copies = SessionCopies()
     deliveries = Deliveries(bus, copies=copies)
     intake = Intake(bus, limits, deliveries, copies)
-    hub: Hub[Connection] = Hub(on_delivered=deliveries.seen)
+    hub: Hub[Connection] = Hub(on_delivered=deliveries.seen, on_left=deliveries.left)
     Outbound(bus, hub, limits, copies).listen()
     origins = OriginPolicy.from_settings(settings)
     pages = PageApi(bus, intake, auth)

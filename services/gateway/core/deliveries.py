@@ -1,9 +1,11 @@
 """Results a client saw live are noted in their session's record (so a reconnect does not
 replay them) lazily: in the session's next write by this gateway — the claim of the next
-message, which a chat sends within seconds — or after `delay` seconds when none comes. A
-separate write per answer raced that claim for the same key (a compare-and-set retry, two
-more bus messages, most requests); folded in, it costs nothing. A gateway that dies within
-`delay` of an answer forgets the note: that answer is replayed once on reconnect."""
+message, which a chat sends while the reader is still there — or when the session's last
+socket on this gateway goes (`left`), before a new socket of it is given its replay
+(`write`), or after `delay` seconds when none of that comes. A separate write per answer cost
+one more bus message per request (two, when it raced the next claim for the same key); folded
+in, it costs nothing. A gateway that dies before its note is written forgets it: that answer
+is replayed once on reconnect."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from services.runtime.requests.sessions import mark_delivered, write_session
 
 log = logging.getLogger("sidekick.gateway")
 
-DELAY = 2.0
+DELAY = 60.0
 
 
 class Deliveries:
@@ -35,6 +37,13 @@ class Deliveries:
             task.add_done_callback(self._tasks.discard)
         waiting.add(request_id)
 
+    def left(self, session_id: str) -> None:
+        """No socket of the session is left on this gateway: write its notes now."""
+        if self.pending.get(session_id):
+            task = asyncio.get_running_loop().create_task(self.write(session_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     def take(self, session_id: str) -> list[str]:
         """The session's pending notes, for a write that carries them."""
         return sorted(self.pending.pop(session_id, set()))
@@ -46,9 +55,10 @@ class Deliveries:
 
     async def _flush(self, session_id: str) -> None:
         await asyncio.sleep(self.delay)
-        await self._write(session_id)
+        await self.write(session_id)
 
-    async def _write(self, session_id: str) -> None:
+    async def write(self, session_id: str) -> None:
+        """Write the session's pending notes now (nothing when there are none)."""
         ids = self.take(session_id)
         if not ids:
             return
@@ -70,4 +80,4 @@ class Deliveries:
         for task in list(self._tasks):
             task.cancel()
         for session_id in list(self.pending):
-            await self._write(session_id)
+            await self.write(session_id)

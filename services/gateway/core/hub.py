@@ -66,6 +66,8 @@ class Hub(Generic[S]):
     streamed: dict[str, str] = field(default_factory=dict)
     # Called with (session_id, request_id) when an outcome reached at least one socket live.
     on_delivered: Callable[[str, str], None] | None = None
+    # Called with a session's id when its last socket here has gone.
+    on_left: Callable[[str], None] | None = None
     # HTTP callers waiting on one request (the workflow chat, /v1/chat/completions).
     watchers: dict[str, set[asyncio.Queue[AnyEvent]]] = field(default_factory=dict)
     taps: Taps = field(default_factory=_Deaf)
@@ -111,6 +113,8 @@ class Hub(Generic[S]):
                 conns.discard(conn)
                 if not conns:
                     del self.sessions[sid]
+                    if self.on_left is not None:
+                        self.on_left(sid)
 
     def _targets(self, session_id: str) -> set[S]:
         return self.sessions.get(session_id, set())

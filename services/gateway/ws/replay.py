@@ -44,6 +44,8 @@ class Replay:
         """Send what ended (or asked) while no socket of the session was there, and a question
         still open; then those results count as delivered."""
         try:
+            if self.intake.deliveries is not None:  # what this gateway's sockets saw is noted
+                await self.intake.deliveries.write(session_id)
             # Read, not this gateway's copy: what it decides here writes nothing.
             session = await lanes.load(self.bus, session_id)
             copies = self.intake.copies
