@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from contracts.approvals import Approval, ApprovalAsk
-from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
+from contracts.base import Event, Model, RecordStamp, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, Verdict, WorkerType
 
 
@@ -41,18 +41,6 @@ class RequestOptions(Event):
         default_factory=dict,
         description="The principal's standing preferences, for the planner (workflows).",
     )
-
-
-class RecordStamp(Model):
-    """Where a request's record stood when its `chat.requested` was sent: with the fields the
-    message carries, the record itself, so the frontline starts its write from it instead of
-    reading it (checked against `digest`: a record that does not match is read)."""
-
-    revision: int = Field(ge=1, description="The record's revision in the `status` bucket.")
-    created_at: AwareDatetime = Field(description="The record's `created_at`.")
-    updated_at: AwareDatetime = Field(description="The record's `updated_at`.")
-    trace_id: str | None = Field(default=None, description="The record's `trace_id`.")
-    digest: str = Field(description="SHA-256 of the record's JSON (hex, 32 digits).")
 
 
 class ChatRequested(RequestOptions):

@@ -6,19 +6,15 @@ renders in its own shape. Besides: resuming by approval id (`decide`, the approv
 cancelling, and the principal's own requests. Every lookup is scoped: a request another
 principal owns is "not found".
 
-Each principal's requests are also listed in the gateway's own KV bucket `<ns>_index`, one key
-per request (`<hash of principal>.<accepted at, ns>.<hash of request>`, value: the request id), so
-`GET /api/workflows` never scans the status bucket and concurrent requests of one principal never
-contend for one key.
+Each principal's requests are also listed in the gateway's own KV bucket `<ns>_index`
+(index.py).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
-from nats.js.kv import KeyValue
 from opentelemetry import trace
 
 from contracts import (
@@ -36,6 +32,7 @@ from services.gateway.core.errors import (
     NotFound,
     Unavailable,
 )
+from services.gateway.core.index import Index
 from services.gateway.core.limits import Limits
 from services.gateway.core.said import (
     Accepted,
@@ -53,7 +50,6 @@ from services.gateway.core.said import (
 from services.gateway.core.spend import refuse_if_spent
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
-from services.runtime.bus.kvstore import key_for
 from services.runtime.requests import lanes
 from services.runtime.requests.lifecycle import PARKED, Tracked, records
 
@@ -87,10 +83,10 @@ class Intake:
         self.limits = limits
         self.deliveries = deliveries
         self.copies = copies or SessionCopies()
-        self._index: KeyValue | None = None
+        self.index = Index(bus)
 
     async def start(self) -> None:
-        self._index = await self.bus.bucket("index")
+        await self.index.start()
 
     async def say(
         self,
@@ -293,7 +289,7 @@ class Intake:
                 raise Conflict(f"The request id {request_id} is already in use.")
             if taken is not None:  # from here on another hop may start it and answer
                 taken(accepted)
-            await self._remember(principal, request_id)
+            await self.index.remember(principal, request_id)
             if place.position == 0:
                 # With the session's recent turns: the frontline need not read them.
                 turns = lanes.turns_of(self.bus, place.session.value)
@@ -388,22 +384,4 @@ class Intake:
 
     async def recent(self, principal: str, limit: int) -> list[str]:
         """The principal's request ids, newest first."""
-        assert self._index is not None, "Intake.start() has not run"
-        # A watch filtered on the principal's prefix: the server sends only its keys.
-        watcher = await self._index.watch(f"{key_for(principal)}.>", ignore_deletes=True)
-        found: list[tuple[str, str]] = []
-        try:
-            async for entry in watcher:
-                if entry is None:  # the end of what is stored
-                    break
-                if entry.value:
-                    found.append((entry.key, entry.value.decode()))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        ids = [request_id for _, request_id in sorted(found, reverse=True)[:limit]]
-        return ids
-
-    async def _remember(self, principal: str, request_id: str) -> None:
-        assert self._index is not None, "Intake.start() has not run"
-        key = f"{key_for(principal)}.{time.time_ns():020d}.{key_for(request_id)[:12]}"
-        await self._index.put(key, request_id.encode())
+        return await self.index.recent(principal, limit)

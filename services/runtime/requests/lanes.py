@@ -33,8 +33,7 @@ from typing import get_args
 from opentelemetry import context, trace
 
 from contracts import ChatRequested, RequestRecord, RequestRouted, SessionRecord, Turn, utcnow
-from contracts.base import IfBusy
-from contracts.events import RecordStamp
+from contracts.base import IfBusy, RecordStamp
 from services.runtime.base.errors import SidekickError
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
