@@ -34,6 +34,7 @@ _VARYING = (
     (re.compile(r"^_INBOX\..*"), "<inbox>"),
     (re.compile(r"\.out\.[^.]+\.[^.]+\.(\w+)$"), r".out.*.*.\1"),
     (re.compile(r"\.out\.[^.]+\.session$"), ".out.*.session"),
+    (re.compile(r"\.out\.[^.]+\.(\w+)$"), r".out.*.\1"),  # before subjects named the session
     (re.compile(r"\$KV\.([^.]+)\..*"), r"$KV.\1.<key>"),
     (re.compile(r"(\$JS\.API\.DIRECT\.GET\.[^.]+)\..*"), r"\1.<key>"),
     (re.compile(r"(\$JS\.API\.CONSUMER\.MSG\.NEXT\.[^.]+)\..*"), r"\1.<consumer>"),
@@ -93,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.messages", description=__doc__)
     p.add_argument("--path", default="orchestrated_1", choices=sorted(PATHS))
     p.add_argument("--requests", type=int, default=50)
+    p.add_argument("--token-gap-ms", type=float, default=0.0, help="between streamed tokens")
     args = p.parse_args(argv)
     stack = Stack(max_concurrency=1024, principals=1).start()
     try:
-        stack.model.configure(latency_ms=0, token_gap_ms=0)
+        stack.model.configure(latency_ms=0, token_gap_ms=args.token_gap_ms)
         seen, errors, into, kept = run_loop(count(stack, args.path, args.requests))
     finally:
         stack.stop()
