@@ -48,7 +48,7 @@ class ChunkStream:
         self.kept_seq = 0
         self.deltas = 0
         self.held: list[str] = []
-        self.unkept: list[str] = []  # sent live, not yet stored
+        self.unkept: list[str] = []  # not yet stored
         self.unkept_chars = 0
         self.window_ends = 0.0
         self.timer: asyncio.TimerHandle | None = None
@@ -62,6 +62,7 @@ class ChunkStream:
                 "stream reply", attributes={"sidekick.request_id": self.request_id}
             )
         self.deltas += 1
+        self._kept(delta)
         now = loop.time()
         if not self.held and now >= self.window_ends:
             self._send(delta, now)
@@ -84,15 +85,19 @@ class ChunkStream:
         self.seq += 1
         self.window_ends = now + WINDOW
         self._emit(chunk, self.subject)
-        self.unkept.append(text)
-        self.unkept_chars += len(text)
-        stripped = text.rstrip()
+
+    def _kept(self, delta: str) -> None:
+        """Count a delta towards the stored text; store it when a long enough sentence ends
+        with it (by the deltas alone: the live window's timing does not move the cuts)."""
+        self.unkept.append(delta)
+        self.unkept_chars += len(delta)
+        stripped = delta.rstrip()
         sentence = bool(stripped) and stripped.endswith(SENTENCE_ENDS)
         if self.unkept_chars >= STORE_MAX or (self.unkept_chars >= STORE_MIN and sentence):
             self._keep()
 
     def _keep(self) -> None:
-        """Store what was sent live and not yet stored, as one chunk."""
+        """Store the text not yet stored, as one chunk."""
         if not self.unkept:
             return
         text = "".join(self.unkept)
