@@ -82,12 +82,14 @@ class Outbound:
             await self.on_out(session_id, msg)
 
         try:
-            self._subs[session_id] = await self.bus.nc.subscribe(subject, cb=on)
+            sub = await self.bus.nc.subscribe(subject, cb=on)
         except Exception:
-            self._held[session_id] -= 1
-            if not self._held[session_id]:
-                del self._held[session_id]
+            self.release(session_id)
             raise
+        if session_id in self._held:
+            self._subs[session_id] = sub
+        else:  # released while it was being made
+            self._background(_unsubscribe(sub))
 
     def release(self, session_id: str) -> None:
         held = self._held.get(session_id, 0) - 1
