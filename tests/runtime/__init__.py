@@ -1,0 +1,2 @@
+"""The runtime under the services: the wire contracts, a request's lifecycle, starting, metrics,
+tracing, a quiet log."""
