@@ -10,13 +10,16 @@ Replies are chosen by the request's model name (the bench sets `SIDEKICK_<ROLE>_
   written, so a client on the same machine can tell how long the token took to reach it;
 - `bench-orchestrator`: `{"worker_type": "GENERAL", ...}` with the request as the task;
 - `bench-worker`: `ATTEMPT=<n> done.` where n is read from the retry context ("This is attempt n.");
-- `bench-evaluator`: a verdict that fails attempts 1..k when the request carries `#fail<k>`.
+- `bench-evaluator`: a verdict that fails attempts 1..k when the request carries `#fail<k>`,
+  and, when it carries `#ask`, asks the user one question until the prompt holds their answer.
 
 `/v1/embeddings` answers a deterministic unit vector per text (1536 dimensions, like
 text-embedding-3-small; different texts are near-orthogonal, so the semantic cache misses).
 
-`POST /bench/config {"latency_ms": .., "token_gap_ms": ..}` changes the reply latency at run time;
-`GET /bench/stats` returns calls per model. Run: `python -m bench.fake_model --port 0` prints
+`POST /bench/config {"latency_ms": .., "token_gap_ms": .., "one_delta": ..}` changes the reply
+latency at run time (`one_delta`: a streamed answer is written as one delta, so what a client
+receives does not depend on how fast the machine reads it); `GET /bench/stats` returns calls
+per model. Run: `python -m bench.fake_model --port 0` prints
 `listening on <port>` once ready.
 """
 
@@ -41,6 +44,8 @@ from services.runtime.base.eventloop import run_loop as run_fast
 ATTEMPT_IN_PROMPT = re.compile(r"This is attempt (\d+)\.")
 ATTEMPT_IN_OUTPUT = re.compile(r"ATTEMPT=(\d+)")
 FAIL_MARK = re.compile(r"#fail(\d+)")
+ASK_MARK = "#ask"
+ANSWERED = "The user already answered these questions"
 ANSWER_WORDS = ["Hello!", "How", "can", "I", "help", "you", "today?"]
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 EMBEDDING_DIMS = 1536
@@ -97,6 +102,15 @@ def worker_answer(body: dict[str, Any]) -> str:
 
 def verdict(body: dict[str, Any]) -> dict[str, Any]:
     text = last_user(body)
+    if ASK_MARK in section(text, "User's request") and ANSWERED not in text:
+        return {
+            "passed": False,
+            "score": 30,
+            "feedback": "It depends on where the user is.",
+            "suggestions": [],
+            "user_input_needed": True,
+            "questions": ["Which city are you in?"],
+        }
     fail = FAIL_MARK.search(section(text, "User's request"))
     attempt = ATTEMPT_IN_OUTPUT.search(section(text, "Worker's output"))
     n = int(attempt.group(1)) if attempt else 1
@@ -151,6 +165,7 @@ class Model:
     def __init__(self, latency: float, token_gap: float) -> None:
         self.latency = latency
         self.token_gap = token_gap
+        self.one_delta = False
         self.calls: Counter[str] = Counter()
 
 
@@ -239,6 +254,8 @@ class Connection(asyncio.Protocol):
                 self.model.latency = float(config["latency_ms"]) / 1000
             if "token_gap_ms" in config:
                 self.model.token_gap = float(config["token_gap_ms"]) / 1000
+            if "one_delta" in config:
+                self.model.one_delta = bool(config["one_delta"])
             self._write(_json_response(200, {"ok": True}))
         elif method == "GET" and path == "/v1/models":
             self._write(_json_response(200, {"object": "list", "data": []}))
@@ -310,9 +327,12 @@ class Connection(asyncio.Protocol):
         head = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
         self._write(_head(200, head) + delta({"role": "assistant"}))
         gap = self.model.token_gap
-        # The stamp is taken as late as possible: right before the first token is written.
-        self._write(delta({"content": f"t0={time.monotonic_ns()} "}))
-        for i, word in enumerate(ANSWER_WORDS):
+        if self.model.one_delta:
+            self._write(delta({"content": " ".join(ANSWER_WORDS)}))
+        else:
+            # The stamp is taken as late as possible: right before the first token is written.
+            self._write(delta({"content": f"t0={time.monotonic_ns()} "}))
+        for i, word in enumerate([] if self.model.one_delta else ANSWER_WORDS):
             if gap > 0:
                 await asyncio.sleep(gap)
             self._write(delta({"content": word + (" " if i < len(ANSWER_WORDS) - 1 else "")}))

@@ -6,7 +6,10 @@ N requests of one path one at a time, and print the messages per request by kind
 
 A wildcard subscription sees what clients publish and what the server sends to clients'
 subjects; it does not see the server's internal traffic, so the total is close to, not equal
-to, nats-server's own in/out counters (which the overhead part reports).
+to, nats-server's own counters. The last lines give those: the messages into nats-server per
+request (its `in_msgs`: every publish, KV read and write, ack and pull request of every
+process), and what the results stream stored per request (messages and bytes: what a client
+that re-attaches reads back).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import nats
 
 from bench.client import EXPECT, PATHS, Session
 from bench.system import Stack
+from contracts import Subjects
 from services.runtime.base.eventloop import run_loop
 
 # Request ids, session hashes, sequence numbers and inbox tokens vary per message.
@@ -28,7 +32,9 @@ _VARYING = (
     (re.compile(r"\$JS\.ACK\..*"), "$JS.ACK.<consumer>"),
     (re.compile(r"^_INBOX_([a-z]+)\..*"), r"<\1's inbox>"),
     (re.compile(r"^_INBOX\..*"), "<inbox>"),
-    (re.compile(r"\.out\.[^.]+\."), ".out.*."),
+    (re.compile(r"\.out\.[^.]+\.[^.]+\.(\w+)$"), r".out.*.*.\1"),
+    (re.compile(r"\.out\.[^.]+\.session$"), ".out.*.session"),
+    (re.compile(r"\.out\.[^.]+\.(\w+)$"), r".out.*.\1"),  # before subjects named the session
     (re.compile(r"\$KV\.([^.]+)\..*"), r"$KV.\1.<key>"),
     (re.compile(r"(\$JS\.API\.DIRECT\.GET\.[^.]+)\..*"), r"\1.<key>"),
     (re.compile(r"(\$JS\.API\.CONSUMER\.MSG\.NEXT\.[^.]+)\..*"), r"\1.<consumer>"),
@@ -43,7 +49,15 @@ def kind(subject: str, namespace: str) -> str:
     return subject
 
 
-async def count(stack: Stack, path: str, requests: int) -> tuple[Counter[str], int]:
+async def stored(nc: nats.NATS, stack: Stack) -> tuple[int, int]:
+    """Messages and bytes in the results stream now."""
+    info = await nc.jetstream().stream_info(Subjects(stack.namespace).results_stream)
+    return info.state.messages, info.state.bytes
+
+
+async def count(
+    stack: Stack, path: str, requests: int
+) -> tuple[Counter[str], int, int, tuple[int, int]]:
     seen: Counter[str] = Counter()
     nc = await nats.connect(stack.nats_url)
 
@@ -57,6 +71,8 @@ async def count(stack: Stack, path: str, requests: int) -> tuple[Counter[str], i
             await session.request(message, EXPECT[path])
         await asyncio.sleep(0.5)
         sub = await nc.subscribe(">", cb=on)
+        before = stack.nats_counters()["in_msgs"]
+        kept = await stored(nc, stack)
         errors = 0
         for i in range(requests):
             if i % 10 == 0:
@@ -65,21 +81,25 @@ async def count(stack: Stack, path: str, requests: int) -> tuple[Counter[str], i
             errors += out.error is not None
         await asyncio.sleep(0.5)
         await sub.unsubscribe()
+        into = stack.nats_counters()["in_msgs"] - before
+        now = await stored(nc, stack)
+        kept = (now[0] - kept[0], now[1] - kept[1])
     finally:
         await session.close()
         await nc.close()
-    return seen, errors
+    return seen, errors, into, kept
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.messages", description=__doc__)
     p.add_argument("--path", default="orchestrated_1", choices=sorted(PATHS))
     p.add_argument("--requests", type=int, default=50)
+    p.add_argument("--token-gap-ms", type=float, default=0.0, help="between streamed tokens")
     args = p.parse_args(argv)
     stack = Stack(max_concurrency=1024, principals=1).start()
     try:
-        stack.model.configure(latency_ms=0, token_gap_ms=0)
-        seen, errors = run_loop(count(stack, args.path, args.requests))
+        stack.model.configure(latency_ms=0, token_gap_ms=args.token_gap_ms)
+        seen, errors, into, kept = run_loop(count(stack, args.path, args.requests))
     finally:
         stack.stop()
     n = args.requests
@@ -87,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     for subject, k in seen.most_common():
         print(f"  {k / n:6.2f}  {subject}")
     print(f"  {sum(seen.values()) / n:6.2f}  total")
+    print(f"  {into / n:6.2f}  messages into nats-server (its in_msgs)")
+    print(f"  {kept[0] / n:6.2f}  messages stored in the results stream ({kept[1] / n:.0f} bytes)")
     return 0
 
 

@@ -164,10 +164,11 @@ class FakeModel:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read())
 
-    def configure(self, *, latency_ms: float = 0.0, token_gap_ms: float = 0.0) -> None:
-        self._call(
-            "POST", "/bench/config", {"latency_ms": latency_ms, "token_gap_ms": token_gap_ms}
-        )
+    def configure(
+        self, *, latency_ms: float = 0.0, token_gap_ms: float = 0.0, one_delta: bool = False
+    ) -> None:
+        config = {"latency_ms": latency_ms, "token_gap_ms": token_gap_ms, "one_delta": one_delta}
+        self._call("POST", "/bench/config", config)
 
     def calls(self) -> dict[str, int]:
         calls: dict[str, int] = self._call("GET", "/bench/stats")["calls"]

@@ -52,6 +52,9 @@ from contracts.events import (
 )
 from contracts.state import (
     TERMINAL_STATES,
+    Attempt,
+    LoopState,
+    LoopStatus,
     RequestRecord,
     RequestState,
     SessionRecord,
@@ -66,6 +69,7 @@ __all__ = [
     "TERMINAL_STATES",
     "WORKER_DESCRIPTIONS",
     "AnyEvent",
+    "Attempt",
     "CancelRequested",
     "ChatRequested",
     "ClarificationAnswered",
@@ -73,6 +77,8 @@ __all__ = [
     "EvaluationRequested",
     "Event",
     "FrontlineDecision",
+    "LoopState",
+    "LoopStatus",
     "Model",
     "ModelUsage",
     "OrchestratorDecision",

@@ -45,12 +45,13 @@ def document(namespace: str = "sidekick") -> str:
         address = f"{namespace}.{channel.subject}"
         stream = _stream(subjects, channel)
         how = f"JetStream stream {stream.name}" if stream else "core NATS"
+        senders = ", ".join(channel.producers) or "nats-server"
         broker.publisher(
             address,
             schema=channel.message,
             stream=stream,
             title=f"{channel.subject}:publish",
-            description=f"{channel.description} Sent by {', '.join(channel.producers)} ({how}).",
+            description=f"{channel.description} Sent by {senders} ({how}).",
         )
         if channel.consumers:
             broker.subscriber(

@@ -130,3 +130,15 @@ IfBusy = Literal["enqueue", "reject", "interrupt"]
 refused, or cancel what runs (and what waits) and go next."""
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
+
+
+class RecordStamp(Model):
+    """Where a request's record stood when its `chat.requested` was sent: with the fields the
+    message carries, the record itself, so the frontline starts its write from it instead of
+    reading it (checked against `digest`: a record that does not match is read)."""
+
+    revision: int = Field(ge=1, description="The record's revision in the `status` bucket.")
+    created_at: AwareDatetime = Field(description="The record's `created_at`.")
+    updated_at: AwareDatetime = Field(description="The record's `updated_at`.")
+    trace_id: str | None = Field(default=None, description="The record's `trace_id`.")
+    digest: str = Field(description="SHA-256 of the record's JSON (hex, 32 digits).")

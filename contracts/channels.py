@@ -14,6 +14,7 @@ from contracts import events
 from contracts import subjects as names
 from contracts.email import OutboxEntry
 from contracts.health import Ping, Pong
+from contracts.state import SessionRecord
 
 Service = Literal["gateway", "frontline", "orchestrator", "evaluator", "workers"]
 Transport = Literal["work", "results", "core", "deadletter", "outbox"]
@@ -105,15 +106,43 @@ CHANNELS: tuple[Channel, ...] = (
         "core",
         ("frontline",),
         CLIENT_BOUND,
-        "A piece of a directly answered request, as the model streams it.",
+        "A piece of a directly answered request, as the model streams it, for the clients "
+        "listening now ({session}: the session's key; not stored).",
+    ),
+    Channel(
+        names.STORED_TEXT,
+        events.StreamChunk,
+        "core",
+        ("frontline",),
+        CLIENT_BOUND,
+        "The same text coalesced (a sentence, or a few hundred characters, a chunk), kept by "
+        "the results stream as it passes for clients that re-attach; live gateways skip it.",
     ),
     Channel(
         names.PROGRESS,
         events.Progress,
         "core",
-        ENDERS,
+        ("frontline", "orchestrator", "workers"),
         CLIENT_BOUND,
-        "A step of the request's way, for clients in events mode.",
+        "A step of the request's way, for clients in events mode (core NATS, kept as it passes).",
+    ),
+    Channel(
+        names.STEP,
+        events.Progress,
+        "core",
+        ("workers",),
+        CLIENT_BOUND,
+        "A worker's pipeline step (its workflow status): heard by the session's gateways and "
+        "by one gateway of all (a queue group), which writes it into the request's record.",
+    ),
+    Channel(
+        names.SESSION,
+        SessionRecord,
+        "core",
+        (),
+        CLIENT_BOUND,
+        "Each write of the session's record, republished by nats-server from the `sessions` "
+        "bucket (revision in `Nats-Sequence`): the gateways holding the session keep a copy.",
     ),
     Channel(
         names.REQUEST_COMPLETED,

@@ -5,9 +5,9 @@ Flow: ChatRequested -> (frontline) StreamChunk* + RequestCompleted | RequestRout
 -> (orchestrator) EvaluationRequested -> (evaluator) VerdictIssued -> (orchestrator)
 WorkerTask (retry) | RequestCompleted | RequestFailed. Progress events narrate the way.
 
-The orchestrator's decision is no event of its own: it is kept in the request's loop state (the
-orchestrator's own `requests` bucket, services/orchestrator/state.py) and told to clients and
-traces by the `decided` Progress event (worker kind and task).
+The orchestrator's decision is no event of its own: it is kept in the request's loop state (in
+the request's record, `RequestRecord.loop`: contracts/state.py) and told to clients and traces
+by the `decided` Progress event (worker kind and task).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter
 
 from contracts.approvals import Approval, ApprovalAsk
-from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
+from contracts.base import Event, Model, RecordStamp, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, Verdict, WorkerType
 
 
@@ -52,6 +52,14 @@ class ChatRequested(RequestOptions):
         description="Earlier turns the client sent with its message (OpenAI-style clients send "
         "the whole conversation); when given, the agents see these, not the session's.",
     )
+    session_turns: list[Turn] | None = Field(
+        default=None,
+        description="The session's recent turns when the message was sent on (as many as the "
+        "agents see), so the frontline need not read the session; None: it reads them.",
+    )
+    record: RecordStamp | None = Field(
+        default=None, description="The request's record when sent (None: the frontline reads it)."
+    )
 
 
 class RequestRouted(RequestOptions):
@@ -64,6 +72,9 @@ class RequestRouted(RequestOptions):
         default_factory=Usage,
         description="The frontline's model usage for this request (its routing call): part of "
         "the usage the request's end shows; the frontline has counted it in the day and session.",
+    )
+    record: RecordStamp | None = Field(
+        default=None, description="The gateway's stamp, passed on (None: the orchestrator reads)."
     )
 
 

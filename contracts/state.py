@@ -1,18 +1,21 @@
 """Records kept in JetStream KV that more than one service reads: a session's record and a
-request's record (its place in its life, the read model behind the workflows API, and how it
-ended). The rules for moving a request from one state to the next live in
-`services/runtime/requests/lifecycle.py`; this module only says what the records hold."""
+request's record (its place in its life, the read model behind the workflows API, how it
+ended, and, once the orchestrator has it, its attempt loop's state: one record, moved by one
+write per step). The rules for moving a request from one state to the next live in
+`services/runtime/requests/lifecycle.py`, the attempt loop's in
+`services/orchestrator/loop.py`; this module only says what the records hold."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated, Literal, get_args
 
 from pydantic import AwareDatetime, Field
 
 from contracts.approvals import Approval
-from contracts.base import Model, Turn, WorkflowStatus, utcnow
-from contracts.decisions import Question, WorkerType
-from contracts.events import Outcome
+from contracts.base import Model, Turn, Usage, WorkflowStatus, utcnow
+from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
+from contracts.events import Outcome, RequestFailed, RequestRouted, WorkerResult
 
 TerminalState = Literal["completed", "partial", "failed", "cancelled"]
 """How a request's life ends (and the orchestrator's attempt loop with it)."""
@@ -32,6 +35,73 @@ RequestState = Literal[
 """Where a request is in its life (see `services/runtime/requests/lifecycle.py` for the moves)."""
 
 TERMINAL_STATES: frozenset[str] = frozenset(get_args(TerminalState))
+
+LoopStatus = Literal[
+    "deciding",
+    "working",
+    "evaluating",
+    "awaiting_clarification",
+    "awaiting_approval",
+    TerminalState,
+]
+"""Where the orchestrator's attempt loop is."""
+
+
+class Attempt(Model):
+    """One attempt of the attempt loop."""
+
+    n: int = Field(ge=1, description="Attempt number.")
+    result: WorkerResult | None = Field(default=None, description="The worker's result.")
+    verdict: Verdict | None = Field(default=None, description="The evaluator's verdict.")
+    verdict_error: str | None = Field(default=None, description="Why no verdict could be had.")
+    span_id: str | None = Field(default=None, description="Trace span id of the attempt (hex).")
+    started_ns: int | None = Field(default=None, description="When it was dispatched (ns).")
+    approval_id: str | None = Field(
+        default=None, description="The decided approval this attempt's worker acts on."
+    )
+
+
+class LoopState(Model):
+    """Everything the orchestrator's attempt loop knows about one request, kept in the
+    request's record (`RequestRecord.loop`), so that one write moves both."""
+
+    request: RequestRouted = Field(description="The routed request.")
+    max_attempts: int = Field(ge=1, description="Attempt budget.")
+    status: LoopStatus = Field(default="deciding", description="Where the loop is.")
+    decision: OrchestratorDecision | None = Field(default=None, description="The decision.")
+    attempts: list[Attempt] = Field(default_factory=list, description="Attempts so far.")
+    failure: RequestFailed | None = Field(default=None, description="Set when it failed.")
+    usage: Usage = Field(default_factory=Usage, description="Model usage so far.")
+    questions: list[Question] = Field(default_factory=list, description="Open questions.")
+    clarifications: list[str] = Field(
+        default_factory=list, description="Answered questions ('Q: ... A: ...')."
+    )
+    answers: list[str] = Field(
+        default_factory=list,
+        description="The user's own words in those answers, without the questions.",
+    )
+    rounds: int = Field(default=0, ge=0, description="Clarification rounds so far.")
+    approval: Approval | None = Field(default=None, description="The approval waited for.")
+    approvals: list[Approval] = Field(
+        default_factory=list, description="Approvals decided so far, with their decisions."
+    )
+    cancel_reason: str | None = Field(default=None, description="Why it was cancelled.")
+    budget_note: str | None = Field(
+        default=None, description="Set when a budget stopped it: which limit, and the spend."
+    )
+    trace_id: str | None = Field(default=None, description="Trace id of the request (hex).")
+    span_id: str | None = Field(default=None, description="Span the attempts hang under (hex).")
+    secret: str = Field(
+        default_factory=lambda: secrets.token_hex(16),
+        exclude=True,
+        description="Never stored nor sent: the root of this request's dispatch tokens and "
+        "dedupe keys; the orchestrator derives it from its own login secret each time it reads "
+        "the record (services/orchestrator/store.py, authentic.py).",
+    )
+
+    @property
+    def current(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
 
 
 class SessionRecord(Model):
@@ -110,6 +180,11 @@ class RequestRecord(Model):
     created_at: AwareDatetime = Field(default_factory=utcnow, description="Accepted at.")
     updated_at: AwareDatetime = Field(default_factory=utcnow, description="Last change.")
     completed_at: AwareDatetime | None = Field(default=None, description="Ended at.")
+    loop: LoopState | None = Field(
+        default=None,
+        description="The orchestrator's attempt loop, once it has the request (written with "
+        "each of its moves).",
+    )
 
     @property
     def ended(self) -> bool:

@@ -6,6 +6,7 @@ several test runs, can share one NATS server without seeing each other.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,15 +23,27 @@ WORKER_RUN = "worker.{kind}.run"
 WORKER_COMPLETED = "worker.completed"
 EVALUATOR_RUN = "evaluator.run"
 EVALUATION_COMPLETED = "evaluation.completed"
-# Everything a client may see about a request shares one prefix, so a gateway hears it on a
-# single subscription, in the order it was published.
-OUT = "out.{request_id}.{what}"
-REQUEST_COMPLETED = "out.{request_id}.completed"
-REQUEST_FAILED = "out.{request_id}.failed"
-REQUEST_CLARIFICATION = "out.{request_id}.clarification"
-REQUEST_CANCELLED = "out.{request_id}.cancelled"
-STREAM = "out.{request_id}.chunk"
-PROGRESS = "out.{request_id}.progress"
+# Everything a client may see about a request shares one prefix per session ({session}: the
+# session's key, `session_key`), so a gateway hears the sessions it holds, and only those, on
+# one subscription each, in the order it was published.
+OUT = "out.{session}.{request_id}.{what}"
+REQUEST_COMPLETED = "out.{session}.{request_id}.completed"
+REQUEST_FAILED = "out.{session}.{request_id}.failed"
+REQUEST_CLARIFICATION = "out.{session}.{request_id}.clarification"
+REQUEST_CANCELLED = "out.{session}.{request_id}.cancelled"
+# A reply's tokens as they come, for the clients listening now (not stored) ...
+STREAM = "out.{session}.{request_id}.chunk"
+# ... and the same text stored coalesced, for a client that re-attaches (never heard live).
+STORED_TEXT = "out.{session}.{request_id}.text"
+PROGRESS = "out.{session}.{request_id}.progress"
+# A worker's pipeline step (progress with a workflow status): heard by the session's gateways,
+# and by one gateway of all, which writes it into the request's record.
+STEP = "out.{session}.{request_id}.step"
+# Every write of the session's record, republished by the server from the `sessions` bucket
+# (its revision in the `Nats-Sequence` header): the gateways holding the session keep a copy.
+SESSION = "out.{session}.session"
+# What the results stream keeps of a request: its ends, progress, steps and stored text.
+KEPT = ("completed", "failed", "clarification", "cancelled", "progress", "step", "text")
 DEADLETTER = "deadletter.{source}"
 # Mail the EMAIL worker could not send (no SendGrid key), kept for the user to read.
 OUTBOX = "outbox.{request_id}"
@@ -85,6 +98,31 @@ class _Name:
 
 
 _FIELD = re.compile(r"\{\w+\}")
+NO_SESSION = "_"  # the session token of a subject named without its session (tests, tools)
+
+
+def key_token(value: str) -> str:
+    """A subject- and KV-safe token for any string (ids come from clients and may hold any
+    character): a hash."""
+    return hashlib.sha256(value.encode()).hexdigest()[:40]
+
+
+def session_key(session_id: str) -> str:
+    """The session's token in subjects, which is also its key in the `sessions` bucket."""
+    return key_token(session_id)
+
+
+def _out(what: str) -> Derived[Subjects, Callable[..., str]]:
+    """`subjects.<name>(request_id, session_id)`: one request's client-bound subject."""
+
+    def make(s: Subjects) -> Callable[..., str]:
+        def subject(request_id: str, session_id: str | None = None) -> str:
+            token = session_key(session_id) if session_id is not None else NO_SESSION
+            return f"{s.namespace}.out.{token}.{request_id}.{what}"
+
+        return subject
+
+    return Derived(make)
 
 
 @dataclass(frozen=True)
@@ -100,18 +138,21 @@ class Subjects:
     worker_completed = _Name.subject(WORKER_COMPLETED)
     evaluator_run = _Name.subject(EVALUATOR_RUN)
     evaluation_completed = _Name.subject(EVALUATION_COMPLETED)
-    request_completed = _Name.each(REQUEST_COMPLETED)
-    request_failed = _Name.each(REQUEST_FAILED)
-    request_clarification = _Name.each(REQUEST_CLARIFICATION)
-    request_cancelled = _Name.each(REQUEST_CANCELLED)
+    request_completed = _out("completed")
+    request_failed = _out("failed")
+    request_clarification = _out("clarification")
+    request_cancelled = _out("cancelled")
     request_answered = _Name.subject(REQUEST_ANSWERED)
     # Durable for the orchestrator; every other hop also hears it on core NATS.
     request_cancel = _Name.subject(REQUEST_CANCEL)
-    stream = _Name.each(STREAM)
-    progress = _Name.each(PROGRESS)
-    # Every client-bound event of every request, and of one request.
+    stream = _out("chunk")
+    stored_text = _out("text")
+    progress = _out("progress")
+    step = _out("step")
+    # Every client-bound event of every request, of one request, and every step.
     out_all = _Name.subject("out.>")
-    out_of = _Name.each("out.{request_id}.*")
+    out_of = _Name.each("out.*.{request_id}.*")
+    steps_all = _Name.subject("out.*.*.step")
     deadletter = _Name.each(DEADLETTER)
     outbox = _Name.each(OUTBOX)
     outbox_all = _Name.subject("outbox.>")
@@ -124,12 +165,28 @@ class Subjects:
     results_stream = _Name.stream("RESULTS")
     deadletter_stream = _Name.stream("DEADLETTER")
     outbox_stream = _Name.stream("OUTBOX")
+    # The orchestrator's loop states' bucket before they moved into the request records: no
+    # role may use it (tests/test_nats_security.py checks that nobody can).
     requests_bucket = _Name.bucket("requests")
     sessions_bucket = _Name.bucket("sessions")
     ledger_bucket = _Name.bucket("ledger")
     # Request records (services/runtime/requests/lifecycle.py).
     status_bucket = _Name.bucket("status")
     cache_bucket = _Name.bucket("cache")
+
+    def out_any(self, what: str) -> str:
+        """The pattern of one kind of client-bound subject of every request (permissions)."""
+        return f"{self.namespace}.out.*.*.{what}"
+
+    def out_session(self, session_id: str) -> str:
+        """Everything client-bound of one session's requests, and its record's writes."""
+        return f"{self.namespace}.out.{session_key(session_id)}.>"
+
+    @property
+    def session_republish(self) -> str:
+        """Where the server republishes each write of the `sessions` bucket (a transform of
+        `$KV.<bucket>.<key>`): the session's own `out` subject."""
+        return f"{self.namespace}.out.{{{{wildcard(1)}}}}.session"
 
     def worker_run(self, kind: str) -> str:
         return f"{self.namespace}.{WORKER_RUN.format(kind=kind.lower())}"
@@ -152,11 +209,12 @@ class Subjects:
 
     @property
     def result_subjects(self) -> list[str]:
-        """Every client-bound event is kept, in the order published: the outcomes (published
-        durably) and the chunks and progress (core NATS, stored by the server as they pass), so
-        a client that lost its stream re-attaches from the last event it saw (the A2A and
-        AG-UI streams, services/gateway/core/feed.py)."""
-        return [self.out_all]
+        """What is kept of every client-bound event, in the order published: the outcomes
+        (published durably), the progress and steps (core NATS, stored by the server as they
+        pass) and a reply's text coalesced (`text`; the live `chunk`s are not kept), so a
+        client that lost its stream re-attaches from the last event it saw (the A2A and AG-UI
+        streams, services/gateway/core/feed.py)."""
+        return [f"{self.namespace}.out.*.*.{what}" for what in KEPT]
 
 
 DEFAULT = Subjects()

@@ -11,7 +11,6 @@ written) or its count (counted nothing)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -33,14 +32,15 @@ from services.frontline import prompts
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.base.metrics import CANCELLATIONS
 from services.runtime.budgets import Budget, Limit, OverBudget
-from services.runtime.bus.core import Bus, msg_id
+from services.runtime.bus.core import Bus, msg_id, redelivered
 from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.llm.prompts import conversation
+from services.runtime.requests import lanes
 from services.runtime.requests.cancels import Cancellations
 from services.runtime.requests.failures import failure_code
-from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.lifecycle import Tracked, records
 from services.runtime.requests.outcomes import finish
 from services.runtime.requests.sessions import load_versioned, recent
 from services.runtime.requests.streaming import ChunkStream
@@ -60,16 +60,22 @@ class Frontline:
         self.budget = Budget.of(bus)
 
     async def handle(self, req: ChatRequested) -> None:
-        tracked = await records(self.bus).load(req.request_id)
-        if tracked is None or tracked.value.state not in ("accepted", "direct"):
-            return  # unknown, ended (a redelivery, an early cancel) or routed already
+        # The record as the gateway stored it, from the message, on a first delivery: its end
+        # is written from it without a read (and fails, and reads, if a cancel moved it since).
+        tracked = None if redelivered() else lanes.record_from(req)
+        if tracked is None:
+            tracked = await records(self.bus).load(req.request_id)
+            if tracked is None or tracked.value.state not in ("accepted", "direct"):
+                return  # unknown, ended (a redelivery, an early cancel) or routed already
         if self.cancels.is_set(req.request_id):
-            await self._cancelled(req)
+            await self._cancelled(req, tracked)
             return
         turns = self.bus.settings.history_turns
         session: Versioned[SessionRecord] | None = None
         if req.history:  # the client sent the conversation itself
             history = req.history[-2 * turns :] if turns > 0 else []
+        elif req.session_turns is not None:  # the session's, as the gateway sent it on
+            history = req.session_turns[-2 * turns :] if turns > 0 else []
         else:
             session = await load_versioned(self.bus, req.session_id)
             history = recent(session.value, turns)
@@ -77,7 +83,7 @@ class Frontline:
             await self._route(req, history, PLANNED)
             return
         reply = ChoiceResult()
-        answer = _Answer(self, req, tracked)
+        answer = _Answer(self, req)
 
         def build(how: Convention) -> Messages:
             return conversation(prompts.system(how), history, req.message)
@@ -88,24 +94,22 @@ class Frontline:
                 meter.follow(reply)
                 ended = await self._call(req, build, reply, answer)
         except OverBudget as exc:
-            await self._over_budget(req, exc.limit)
+            await self._over_budget(req, exc.limit, tracked)
             return
         if ended == "cancelled":
             CANCELLATIONS.labels("frontline").inc()
             await answer.settle()
-            await self._cancelled(req)
+            await self._cancelled(req, tracked)
             return
         if isinstance(ended, Exception):  # the model failed
             await answer.settle()
-            await self._fail(req, ended)
+            await self._fail(req, ended, tracked)
             return
         if reply.called is not None:
             await answer.settle()
             await self._route(req, history, reply.called, reply.usage)
             return
-        tracked_now = await answer.stop()
-        if tracked_now is None:
-            return  # cancelled meanwhile: whoever cancelled it ends it
+        await answer.stop()
         done = RequestCompleted(
             request_id=req.request_id,
             session_id=req.session_id,
@@ -116,7 +120,8 @@ class Frontline:
             cost_usd=self.budget.cost(reply.usage),
             usage_estimated=reply.usage.counted_calls > 0,
         )
-        await finish(self.bus, done, known=tracked_now, session=session)
+        # accepted -> direct -> completed in one write (a cancel that came first stands).
+        await finish(self.bus, done, known=tracked, session=session, via=("direct",))
 
     async def _call(
         self,
@@ -144,7 +149,7 @@ class Frontline:
     ) -> None:
         await self._progress(req, "routed", reason)
         routed = RequestRouted(
-            **req.model_dump(exclude={"kind", "event_id", "ts", "history"}),
+            **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
             reason=reason,
             history=history,
             usage=usage or Usage(),
@@ -155,20 +160,22 @@ class Frontline:
             dedupe_key=self.bus.own_key(msg_id(req.request_id, "routed")),
         )
 
-    async def _cancelled(self, req: ChatRequested) -> None:
+    async def _cancelled(self, req: ChatRequested, tracked: Tracked | None = None) -> None:
         reason = self.cancels.seen.get(req.request_id, "cancelled by the user")
         event = RequestCancelled(
             request_id=req.request_id, session_id=req.session_id, reason=reason
         )
-        await finish(self.bus, event)
+        await finish(self.bus, event, known=tracked)
 
     async def _progress(self, req: ChatRequested, stage: ProgressStage, detail: str) -> None:
         event = Progress(
             request_id=req.request_id, session_id=req.session_id, stage=stage, detail=detail
         )
-        await self.bus.emit(event, self.bus.subjects.progress(req.request_id))
+        await self.bus.emit(event, self.bus.subjects.progress(req.request_id, req.session_id))
 
-    async def _fail(self, req: ChatRequested, exc: BaseException) -> None:
+    async def _fail(
+        self, req: ChatRequested, exc: BaseException, tracked: Tracked | None = None
+    ) -> None:
         log.warning("request %s failed: %s", req.request_id, exc)
         failed = RequestFailed(
             request_id=req.request_id,
@@ -176,16 +183,18 @@ class Frontline:
             code=failure_code(exc),
             error=str(exc),
         )
-        await finish(self.bus, failed)
+        await finish(self.bus, failed, known=tracked)
 
-    async def _over_budget(self, req: ChatRequested, limit: Limit) -> None:
+    async def _over_budget(
+        self, req: ChatRequested, limit: Limit, tracked: Tracked | None = None
+    ) -> None:
         failed = RequestFailed(
             request_id=req.request_id,
             session_id=req.session_id,
             code="budget_exhausted",
             error=limit.note().removeprefix("Note: "),
         )
-        await finish(self.bus, failed)
+        await finish(self.bus, failed, known=tracked)
 
     async def exhausted(self, req: ChatRequested, exc: BaseException) -> None:
         await self.budget.close(req, part=PART)  # its hold, if it took one, is dropped
@@ -199,42 +208,30 @@ class Frontline:
 
 
 class _Answer:
-    """A direct answer as it streams: the first text moves the request to `direct` (in the
-    background, so the first token is not held up by the write) and says so in a progress
-    event; the text goes out as stream chunks, a chunk per burst of tokens."""
+    """A direct answer as it streams: the first text says so in a progress event, and the text
+    goes out as stream chunks, a chunk per burst of tokens. The request's record is not
+    written while it streams: its end moves it from `accepted` through `direct` in one write
+    (services/runtime/requests/lifecycle.py, `reachable`); a cancel meanwhile moves it from
+    `accepted`, and stands."""
 
-    def __init__(self, frontline: Frontline, req: ChatRequested, tracked: Tracked) -> None:
+    def __init__(self, frontline: Frontline, req: ChatRequested) -> None:
         self.frontline = frontline
         self.req = req
-        self.tracked = tracked
         self.chunks = ChunkStream(frontline.bus, req.request_id, req.session_id)
-        self.moving: asyncio.Task[Tracked] | None = None
-
-    def _move(self) -> asyncio.Task[Tracked]:
-        requests = records(self.frontline.bus)
-        return asyncio.create_task(requests.move(self.req.request_id, "direct", known=self.tracked))
+        self.began = False
 
     async def text(self, delta: str) -> None:
-        if self.moving is None:
-            self.moving = self._move()
+        if not self.began:
+            self.began = True
             await self.frontline._progress(self.req, "direct", "")
         self.chunks.add(delta)
 
-    async def stop(self) -> Tracked | None:
-        """The request's record once the answer ended, every chunk sent: as moved to `direct`
-        (moved now if no text came before), or None when a cancel got there first."""
-        await self.chunks.close()
-        if self.moving is None:
-            self.moving = self._move()
-        try:
-            return await self.moving
-        except IllegalMove:
-            return None
+    async def stop(self) -> None:
+        """The answer ended: every chunk sent. Its end, published next, carries the whole text,
+        so the stream keeps no tail of its own."""
+        await self.chunks.close(end_has_text=True)
 
     async def settle(self) -> None:
         """The answer stopped for another reason (a route after some text, a cancel, a
-        failure): send what was said, and wait for the move to `direct` if one began."""
+        failure): send what was said, and keep it."""
         await self.chunks.close()
-        if self.moving is not None:
-            with contextlib.suppress(IllegalMove):
-                await self.moving

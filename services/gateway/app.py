@@ -13,6 +13,7 @@ from services.gateway.agui.endpoint import AgUiApi
 from services.gateway.approvals.api import ApprovalsApi
 from services.gateway.core.auth import Auth
 from services.gateway.core.catchup import CatchUp
+from services.gateway.core.copies import SessionCopies
 from services.gateway.core.deliveries import Deliveries
 from services.gateway.core.errors import AuthConfigError
 from services.gateway.core.feed import Feed
@@ -43,10 +44,11 @@ def build(settings: Settings) -> ServiceHost:
     broker = make_broker(settings, "gateway")
     bus = Bus(broker, settings, "gateway")
     limits = Limits(settings.rate_limit_per_minute, settings.max_concurrent_requests)
-    deliveries = Deliveries(bus)
-    intake = Intake(bus, limits, deliveries)
-    hub: Hub[Connection] = Hub(on_delivered=deliveries.seen)
-    Outbound(bus, hub, limits).listen()
+    copies = SessionCopies()
+    deliveries = Deliveries(bus, copies=copies)
+    intake = Intake(bus, limits, deliveries, copies)
+    hub: Hub[Connection] = Hub(on_delivered=deliveries.seen, on_left=deliveries.left)
+    Outbound(bus, hub, limits, copies).listen()
     origins = OriginPolicy.from_settings(settings)
     pages = PageApi(bus, intake, auth)
     preferences = PreferenceStore(bus)

@@ -1,7 +1,8 @@
 """Messages between roles that cannot be forged or silenced.
 
-Every request's loop state holds a random `secret` (state.py) that never leaves the
-orchestrator's own bucket. From it come, per attempt:
+Every request's loop state has a `secret` (state.py) that is never stored nor sent: the
+orchestrator derives it from its own login secret, which no other role holds, and the request
+(store.py). From it come, per attempt:
 - the dispatch tokens sent with a worker's task and an evaluation request: an answer is taken
   only if it carries its message's token back, is for the attempt in progress and (a worker's
   result) is of the kind dispatched; the kind a sender claims is never believed on its own;

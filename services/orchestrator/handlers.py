@@ -1,7 +1,8 @@
-"""Orchestrator handlers: fold each event into the attempt loop's state (compare-and-set in KV,
-from the copy this process last wrote: store.py), move the request's record along its lifecycle,
-then publish what the loop's state says comes next (steps.py). A request's state is first
-written with its decision (one write for the decision and the first attempt's dispatch).
+"""Orchestrator handlers: fold each event into the attempt loop's state and move the request's
+record with it, in one compare-and-set (the loop's state lives in the record, written from the
+copy this process last wrote: store.py), then publish what the loop's state says comes next
+(steps.py). A request's first write is its decision: accepted -> routed -> working, the loop's
+state and attempt 1's dispatch, in one write.
 
 The decision is the request's first budget step (services/runtime/budgets/meter.py): held
 before it is sent, never sent past a limit, and each of its HTTP calls (its repair too) checked
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from contracts import (
     CancelRequested,
@@ -30,7 +32,7 @@ from services.orchestrator.cache import SemanticCache
 from services.orchestrator.loop import LoopState
 from services.orchestrator.parking import ParkingLot
 from services.orchestrator.steps import Steps
-from services.orchestrator.store import Store
+from services.orchestrator.store import VIA, Store
 from services.orchestrator.tracing import write_attempt_span
 from services.runtime.approvals.waiting import decided_unpassed, expire, load_decided
 from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
@@ -39,9 +41,9 @@ from services.runtime.base.telemetry import current_ids
 from services.runtime.budgets import Budget, OverBudget
 from services.runtime.bus.core import Bus, redelivered
 from services.runtime.llm import LLMClient
-from services.runtime.requests import cancels
+from services.runtime.requests import cancels, lanes
 from services.runtime.requests.failures import failure_code
-from services.runtime.requests.lifecycle import IllegalMove, records
+from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
 from services.runtime.requests.outcomes import finish
 
 log = logging.getLogger("sidekick.orchestrator")
@@ -68,25 +70,25 @@ class Orchestrator:
     # --- events in -------------------------------------------------------------------------
 
     async def on_routed(self, req: RequestRouted) -> None:
-        tracked = await records(self.bus).load(req.request_id)
+        # On a first delivery, the record as the gateway stored it, from the message: the
+        # decision's write starts from it (and fails, and reads, if it moved since).
+        tracked = None if redelivered() else lanes.record_from(req)
+        if tracked is None:
+            tracked = await records(self.bus).load(req.request_id)
         if tracked is None or tracked.value.ended:
             return  # unknown, or ended already (cancelled early, or a redelivery)
+        self.store.moved(tracked)
         start = self._start(req)
-        state = await self.store.load(req.request_id) if redelivered() else None
-        state = state or start
+        state = self.store.loop_of(tracked.value) or self.store.secret_for(start)
         try:
-            if tracked.value.state in ("accepted", "direct"):
-                tracked = await self.steps.move(
-                    req.request_id, "routed", tracked, detail=req.reason
-                )
             if state.status == "deciding":
                 hit = await self.cache.lookup(
                     req.request_id, req.message, principal=req.principal, skip=req.skip_cache
                 )
                 if hit is not None:
-                    await finish(self.bus, hit.answer(req), known=tracked)
+                    await finish(self.bus, hit.answer(req), known=tracked, via=VIA)
                     return
-                state = await self._decide(req, start)
+                state, tracked = await self._decide(req, start, tracked)
         except IllegalMove as exc:
             log.info("request %s moved on elsewhere: %s", req.request_id, exc)
             return
@@ -95,7 +97,7 @@ class Orchestrator:
     async def on_result(self, result: WorkerResult) -> None:
         no: list[str] = []  # why it was refused, if it was
         ttl, operators = self.bus.settings.approval_timeout, self.bus.settings.operators
-        state = await self.store.update(
+        state, tracked = await self._update(
             result.request_id,
             lambda s: authentic.checked(
                 s,
@@ -109,11 +111,11 @@ class Orchestrator:
             return
         if state.status != "evaluating":  # the attempt ended without a verdict
             write_attempt_span(state, result.attempt)
-        await self.steps.advance(state)
+        await self.steps.advance(state, tracked)
 
     async def on_verdict(self, event: VerdictIssued) -> None:
         no: list[str] = []
-        state = await self.store.update(
+        state, tracked = await self._update(
             event.request_id,
             lambda s: authentic.checked(s, event, authentic.refuse_verdict, loop.on_verdict, no),
         )
@@ -131,7 +133,7 @@ class Orchestrator:
                 feedback=event.verdict.feedback,
                 suggestions=list(event.verdict.suggestions),
             )
-        await self.steps.advance(state)
+        await self.steps.advance(state, tracked)
 
     async def on_answered(self, event: ClarificationAnswered) -> None:
         if event.approval_id is not None:
@@ -139,9 +141,9 @@ class Orchestrator:
             if decided is not None:
                 await self._resume(event.request_id, decided)
             return
-        state = await self.store.update(event.request_id, lambda s: loop.answered(s, event))
+        state, tracked = await self._update(event.request_id, lambda s: loop.answered(s, event))
         await self.parking.release(event.request_id)
-        await self.steps.advance(state)
+        await self.steps.advance(state, tracked)
 
     async def on_cancel(self, event: CancelRequested) -> None:
         CANCELLATIONS.labels("orchestrator").inc()
@@ -150,7 +152,7 @@ class Orchestrator:
         state = await self.store.load(event.request_id)
         if state is None:
             # Not orchestrated (yet): end it here; whoever else finishes later loses the race.
-            tracked = await records(self.bus).load(event.request_id)
+            tracked = self.store.record(event.request_id)
             if tracked is None:
                 return
             cancelled = RequestCancelled(
@@ -160,8 +162,10 @@ class Orchestrator:
             )
             await finish(self.bus, cancelled, known=tracked)
             return
-        state = await self.store.update(event.request_id, lambda s: loop.cancelled(s, event.reason))
-        await self.steps.advance(state)
+        state, tracked = await self._update(
+            event.request_id, lambda s: loop.cancelled(s, event.reason)
+        )
+        await self.steps.advance(state, tracked)
 
     async def on_parked_waiting(self, request_id: str, approval_id: str) -> None:
         """A request parked on an approval: resume it if the decision was recorded but never
@@ -171,9 +175,9 @@ class Orchestrator:
             await self._resume(request_id, decided)
 
     async def _resume(self, request_id: str, decided: Approval) -> None:
-        state = await self.store.update(request_id, lambda s: loop.approval_decided(s, decided))
+        state, tracked = await self._update(request_id, lambda s: loop.approval_decided(s, decided))
         await self.parking.release(request_id)
-        await self.steps.advance(state)
+        await self.steps.advance(state, tracked)
 
     async def on_parked_timeout(self, request_id: str) -> None:
         waiting = await self.store.load(request_id)
@@ -187,7 +191,7 @@ class Orchestrator:
             f"No answer to the clarification questions arrived within {timeout:g} seconds; "
             "the request has ended. Send the request again with the details."
         )
-        state = await self.store.update(
+        state, tracked = await self._update(
             request_id,
             lambda s: (
                 loop.failed(s, "clarification_timeout", error)
@@ -195,7 +199,7 @@ class Orchestrator:
                 else s
             ),
         )
-        await self.steps.advance(state)
+        await self.steps.advance(state, tracked)
 
     async def on_dead_letter_advisory(self, data: bytes) -> None:
         """A message ran out of deliveries without its handler finishing (e.g. the process was
@@ -228,7 +232,15 @@ class Orchestrator:
             state = state.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
         return state
 
-    async def _decide(self, req: RequestRouted, start: LoopState) -> LoopState:
+    async def _decide(
+        self, req: RequestRouted, start: LoopState, tracked: Tracked
+    ) -> tuple[LoopState, Tracked]:
+        """The decision, and the request's first write: routed, decided and attempt 1
+        dispatched (or, when it ends there, nothing written: its end writes it)."""
+
+        async def fold(change: Callable[[LoopState], LoopState]) -> tuple[LoopState, Tracked]:
+            return await self.store.update(req.request_id, change, start=start, known=tracked)
+
         if req.planned:  # a workflow: the research pipeline, whose planner may ask the user
             choice, usage = loop.planned_decision(req), Usage()
         else:
@@ -242,34 +254,33 @@ class Orchestrator:
                     )
             except OverBudget as exc:  # the decision's call would pass a limit: never made
                 note, used = exc.limit.note(), Usage()
-                return await self.store.update(
-                    req.request_id, lambda s: loop.stopped(s, used, note), start=start
-                )
+                return await fold(lambda s: loop.stopped(s, used, note))
             except BudgetSpent as exc:  # a call of it would have: the calls made counted
                 note, used = exc.note, exc.usage
-                return await self.store.update(
-                    req.request_id, lambda s: loop.stopped(s, used, note), start=start
-                )
+                return await fold(lambda s: loop.stopped(s, used, note))
             except MODEL_ERRORS as exc:
                 code, error = failure_code(exc), str(exc)
-                return await self.store.update(
-                    req.request_id, lambda s: loop.failed(s, code, error), start=start
-                )
+                return await fold(lambda s: loop.failed(s, code, error))
             choice, usage = decision.value, decision.usage
         known = set(self.workers)
-        state = await self.store.update(
-            req.request_id, lambda s: loop.decided(s, choice, usage, known), start=start
-        )
+        state, tracked = await fold(lambda s: loop.decided(s, choice, usage, known))
         if state.decision is not None:
             d = state.decision
             await self.steps.progress(state, "decided", f"{d.worker_type}: {d.task_description}")
-        return state
+        return state, tracked
+
+    async def _update(
+        self, request_id: str, change: Callable[[LoopState], LoopState]
+    ) -> tuple[LoopState, Tracked]:
+        """`store.update` for an event of a request the orchestrator has (LookupError when it
+        has none: retried, then given up like any handler's failure)."""
+        return await self.store.update(request_id, change)
 
     async def _give_up(self, request_id: str, exc: BaseException, session_id: str) -> None:
         error = f"Sidekick could not continue this request: {exc}"
         state = await self.store.load(request_id)
         if state is None:
-            tracked = await records(self.bus).load(request_id)
+            tracked = self.store.record(request_id) or await records(self.bus).load(request_id)
             failed = RequestFailed(
                 request_id=request_id,
                 session_id=tracked.value.session_id if tracked else session_id,
@@ -278,7 +289,7 @@ class Orchestrator:
             )
             await finish(self.bus, failed, known=tracked)
             return
-        state = await self.store.update(
+        state, tracked = await self._update(
             request_id, lambda s: loop.failed(s, "delivery_exhausted", error)
         )
-        await self.steps.advance(state)
+        await self.steps.advance(state, tracked)

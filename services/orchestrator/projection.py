@@ -1,6 +1,7 @@
-"""The projection half of the attempt loop: what must be published now, derived from the
-loop's state alone. A handler that crashes after saving state and before publishing republishes
-the same messages, with the same dedupe keys, when the event is redelivered."""
+"""The projection half of the attempt loop: what must be published now, and where the request's
+record moves with it, derived from the loop's state alone. A handler that crashes after saving
+state and before publishing republishes the same messages, with the same dedupe keys, when the
+event is redelivered."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from contracts import (
     RequestCancelled,
     RequestCompleted,
     RequestFailed,
+    RequestState,
     Usage,
     Verdict,
     WorkerTask,
@@ -39,6 +41,26 @@ class Finish:
 
 
 Message = Dispatch | Evaluate | Finish
+
+
+def record_move(state: LoopState) -> tuple[RequestState, dict[str, Any]] | None:
+    """Where the request's record moves, written with a loop state that goes on (an attempt
+    dispatched, an evaluation asked for), and what it shows; None for one that ends or parks
+    the request (its end is written with it) or is still deciding."""
+    cur, decision = state.current, state.decision
+    if cur is None or decision is None:
+        return None
+    if state.status == "working":
+        return "working", {
+            "worker_type": decision.worker_type,
+            "attempt": cur.n,
+            "detail": f"attempt {cur.n} with {decision.worker_type}",
+            "clarification_questions": [],
+            "approvals": state.approvals,
+        }
+    if state.status == "evaluating":
+        return "evaluating", {"detail": f"judging attempt {cur.n}"}
+    return None
 
 
 def best(state: LoopState) -> Attempt | None:

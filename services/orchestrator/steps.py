@@ -1,7 +1,9 @@
 """What the orchestrator publishes next, from the loop's state alone (projection.py): an
-attempt's task, an evaluation, or the request's end (or its question), the request's record
-moved first; when the lifecycle refuses the move (the request was cancelled or ended elsewhere
-meanwhile) nothing is published.
+attempt's task, an evaluation, or the request's end (or its question). The request's record
+moved with the loop's state in one write before (store.py), or, for an end, is moved by it
+(the loop's last state and the outcome in the one write `finish` makes); when the lifecycle
+refuses the move (the request was cancelled or ended elsewhere meanwhile) nothing is
+published.
 
 Each model step it sends (each attempt's worker, each evaluation) is a budget step
 (services/runtime/budgets/meter.py): its maximum is held against the request's limits, its
@@ -14,22 +16,21 @@ it used."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from contracts import ClarificationRequested, Progress, RequestCompleted, RequestState
+from contracts import ClarificationRequested, Progress, RequestCompleted
 from services.orchestrator import authentic, loop
 from services.orchestrator.cache import SemanticCache
 from services.orchestrator.loop import Dispatch, Evaluate, Finish, LoopState, Message
 from services.orchestrator.parking import ParkingLot
 from services.orchestrator.projection import shown_usage
 from services.orchestrator.state import SIDE_EFFECT_WORKERS
-from services.orchestrator.store import Store
+from services.orchestrator.store import VIA, Store
 from services.orchestrator.tracing import in_attempt, observe
 from services.runtime.approvals.waiting import open_approval
 from services.runtime.base.metrics import CLARIFICATIONS
 from services.runtime.budgets import Ask, Budget, Meter, OverBudget
 from services.runtime.bus.core import Bus
-from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.lifecycle import IllegalMove, Tracked
 from services.runtime.requests.outcomes import finish
 
 log = logging.getLogger("sidekick.orchestrator")
@@ -45,31 +46,23 @@ class Steps:
         self.parking = parking
         self.budget = budget
 
-    async def move(
-        self, request_id: str, target: RequestState, known: Tracked | None, **changes: Any
-    ) -> Tracked:
-        """Move the request's record, from the copy this process last wrote when it has one."""
-        known = known or self.store.record(request_id)
-        return self.store.moved(
-            await records(self.bus).move(request_id, target, known=known, **changes)
-        )
-
-    async def advance(self, state: LoopState, tracked: Tracked | None = None) -> None:
-        """Publish what the loop's state says comes next, moving the request's record first
-        (unless a budget has run out: then the request ends, saying which)."""
+    async def advance(self, state: LoopState, tracked: Tracked) -> None:
+        """Publish what the loop's state says comes next (`tracked`: the request's record as
+        written with it, or as read), unless a budget has run out: then the request ends,
+        saying which."""
         try:
             try:
                 await self._step(state, tracked)
             except OverBudget as exc:
                 note = exc.limit.note()
-                state = await self.store.update(
+                state, tracked = await self.store.update(
                     state.request.request_id, lambda s: loop.out_of_budget(s, note)
                 )
                 await self._step(state, tracked)  # it has ended: nothing more is held
         except IllegalMove as exc:
             log.info("request %s moved on elsewhere: %s", state.request.request_id, exc)
 
-    async def _step(self, state: LoopState, tracked: Tracked | None) -> None:
+    async def _step(self, state: LoopState, tracked: Tracked) -> None:
         """One budget step: the next model step held (OverBudget when it does not fit), what
         comes next published, and the step settled as that says (handed on, counted, parked)."""
         messages = loop.next_messages(state)
@@ -97,21 +90,11 @@ class Steps:
         return None
 
     async def _dispatch(
-        self, state: LoopState, message: Dispatch, tracked: Tracked | None, meter: Meter
+        self, state: LoopState, message: Dispatch, tracked: Tracked, meter: Meter
     ) -> None:
         meter.hand_on()  # the worker spends under the step's hold; the request's end counts it
         task = message.task.model_copy(update={"budget": meter.allowance()})
         detail = f"attempt {task.attempt} with {task.worker_type}"
-        await self.move(
-            task.request_id,
-            "working",
-            tracked,
-            worker_type=task.worker_type,
-            attempt=task.attempt,
-            detail=detail,
-            clarification_questions=[],
-            approvals=state.approvals,
-        )
         await self.progress(state, "attempt_started", detail, attempt=task.attempt)
         with in_attempt(state, task.attempt):
             await self.bus.publish(
@@ -121,13 +104,10 @@ class Steps:
             )
 
     async def _evaluate(
-        self, state: LoopState, message: Evaluate, tracked: Tracked | None, meter: Meter
+        self, state: LoopState, message: Evaluate, tracked: Tracked, meter: Meter
     ) -> None:
         meter.hand_on()  # the evaluator spends under the step's hold, as a worker does
         ev = message.request.model_copy(update={"budget": meter.allowance()})
-        await self.move(
-            ev.request_id, "evaluating", tracked, detail=f"judging attempt {ev.attempt}"
-        )
         # The attempt's work is done and judging begins (AG-UI's "evaluating attempt n" step).
         await self.progress(
             state, "attempt_finished", f"judging attempt {ev.attempt}", attempt=ev.attempt
@@ -140,7 +120,7 @@ class Steps:
             )
 
     async def _finish(
-        self, state: LoopState, message: Finish, tracked: Tracked | None, meter: Meter
+        self, state: LoopState, message: Finish, tracked: Tracked, meter: Meter
     ) -> None:
         event = message.event
         if event.kind == "request.clarification" and event.approval is not None:
@@ -160,23 +140,18 @@ class Steps:
             and event.status == "completed"
             and not state.clarifications
             and event.worker_type is not None
+            and not tracked.value.ended
         ):
-            tracked = (
-                tracked
-                or self.store.record(event.request_id)
-                or await records(self.bus).load(event.request_id)
+            # Stored before the answer is published, so a repeat sent on seeing the answer
+            # finds it.
+            await self.cache.store(
+                event.request_id,
+                state.request.message,
+                event.output,
+                event.worker_type,
+                list(event.sources),
+                principal=state.request.principal,
             )
-            if tracked is not None and not tracked.value.ended:
-                # Stored before the answer is published, so a repeat sent on seeing the answer
-                # finds it.
-                await self.cache.store(
-                    event.request_id,
-                    state.request.message,
-                    event.output,
-                    event.worker_type,
-                    list(event.sources),
-                    principal=state.request.principal,
-                )
         # Counted before anyone sees the end; a parked request's hold settled to its spend.
         if isinstance(event, ClarificationRequested):
             settings = self.bus.settings
@@ -187,7 +162,8 @@ class Steps:
             await meter.count()
             if isinstance(event, RequestCompleted):
                 event = event.model_copy(update={"cost_usd": self.budget.cost(shown_usage(state))})
-        await finish(self.bus, event, known=tracked or self.store.record(event.request_id))
+        # The end and the loop's last state, in one write.
+        await finish(self.bus, event, known=tracked, via=VIA, changes={"loop": state})
         self.store.records.pop(event.request_id)
 
     async def progress(
@@ -209,4 +185,4 @@ class Steps:
                 **fields,
             }
         )
-        await self.bus.emit(event, self.bus.subjects.progress(req.request_id))
+        await self.bus.emit(event, self.bus.subjects.progress(req.request_id, req.session_id))

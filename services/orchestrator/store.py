@@ -1,35 +1,45 @@
-"""Where the orchestrator keeps what it knows about a request between events: the loop's state
-(its own `requests` bucket) and the request's record (the lifecycle's `status` bucket), each
-with the revision it was last read or written at.
+"""Where the orchestrator keeps what it knows about a request between events: the request's
+record (the lifecycle's `status` bucket), which holds the attempt loop's state (`loop`), with
+the revision it was last read or written at. One record, so one write moves both: the loop's
+next step and the request's place in its life (services/runtime/requests/lifecycle.py).
 
-Every write is a compare-and-set, so the copies this process keeps are only a starting point:
-the next write goes straight to the server with the revision remembered (one round trip instead
-of a read and a write), and when another process wrote in between the write fails and the value
-is read again. An event that would change nothing on the copy is checked on a fresh read
-(services/runtime/bus/kvstore.py): the copy may be behind a step another replica took. With
-one orchestrator replica, or while one replica sees a request's events, the extra reads never
-happen; with many, they happen when needed. The copies are bounded (`LIMIT`
-requests) and dropped when a request ends.
+Every write is a compare-and-set, so the copy this process keeps is only a starting point: the
+next write goes straight to the server with the revision remembered (one round trip instead of
+a read and a write), and when another process wrote in between the write fails and the record
+is read again. A step that would write nothing on the copy (an event that changes nothing, a
+duplicate), and a step that ends the request (its end is written later, by `finish`, once the
+spend is counted), are decided on a fresh read (services/runtime/bus/kvstore.py): the copy may
+be behind a step another replica took. The copies are bounded (`LIMIT` requests) and dropped
+when a request ends.
+
+The loop's `secret` (the root of its dispatch tokens and dedupe keys, authentic.py) is never
+stored: it is derived from this role's own login secret each time a record is read.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from contracts import TERMINAL_STATES
+from contracts import RequestRecord, RequestState
 from services.orchestrator import loop
+from services.orchestrator.projection import record_move
 from services.orchestrator.state import LoopState
 from services.runtime.base.telemetry import new_span_id
-from services.runtime.bus.core import Bus, redelivered
-from services.runtime.bus.kvstore import Versioned, get_model, mutate_versioned
-from services.runtime.requests.lifecycle import Tracked
+from services.runtime.bus import sealing
+from services.runtime.bus.core import Bus
+from services.runtime.requests.lifecycle import Planned, Tracked, records
 
 K = TypeVar("K")
 V = TypeVar("V")
 LIMIT = 10_000
+# The states a request's record may pass through on its way to the orchestrator's first move,
+# in the same write: the frontline routed it (accepted -> routed -> working, or -> an end).
+VIA: tuple[RequestState, ...] = ("routed",)
 
 
 class Recent(Generic[K, V]):
@@ -58,17 +68,34 @@ class Recent(Generic[K, V]):
 class Store:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
-        self.states: Recent[str, Versioned[LoopState]] = Recent()
         self.records: Recent[str, Tracked] = Recent()
+        self._role_secret: bytes | None = None
+
+    def loop_of(self, record: RequestRecord) -> LoopState | None:
+        """The record's loop state, with its secret (never stored: made again here)."""
+        if record.loop is None:
+            return None
+        return self.secret_for(record.loop)
+
+    def _secret(self, state: LoopState) -> str:
+        if self._role_secret is None:
+            self._role_secret = sealing.role_secret(self.bus.settings, self.bus.service)
+        what = f"loop:{state.request.request_id}:{state.request.event_id}".encode()
+        return hmac.new(self._role_secret, what, hashlib.sha256).hexdigest()[:32]
+
+    def secret_for(self, state: LoopState) -> LoopState:
+        """A new loop state (not stored yet) with its secret."""
+        return state.model_copy(update={"secret": self._secret(state)})
 
     async def load(self, request_id: str) -> LoopState | None:
         """The loop's state as stored now. Read, not remembered: what the caller decides from
         it (a redelivery, a cancel, giving up) must not rest on a copy another replica has
         moved on since."""
-        state, revision = await get_model(self.bus.kv.requests, request_id, LoopState)
-        if state is not None:
-            self.states.put(request_id, Versioned(state, revision))
-        return state
+        tracked = await records(self.bus).load(request_id)
+        if tracked is None:
+            return None
+        self.moved(tracked)
+        return self.loop_of(tracked.value)
 
     async def update(
         self,
@@ -76,33 +103,35 @@ class Store:
         change: Callable[[LoopState], LoopState],
         *,
         start: LoopState | None = None,
-    ) -> LoopState:
-        """Fold `change` into the loop's state by compare-and-set; `start` is the state of a
-        request seen for the first time (created by this write). An attempt about to be
-        dispatched gets its span id in the same write (tracing.py)."""
-        known = self.states.get(request_id)
-        if known is None and start is not None and not redelivered():
-            # First sight of a first delivery: nothing is stored yet, so the write is a create
-            # (which fails, and reads, should something be there after all).
-            known = Versioned(start, 0)
+        known: Tracked | None = None,
+    ) -> tuple[LoopState, Tracked]:
+        """Fold `change` into the loop's state and move the request's record with it, in one
+        compare-and-set; `start` is the state of a request seen for the first time. A step that
+        ends the request (or parks it) is not written here: the caller counts its spend and
+        then ends it (`finish`, with the loop's state). Returns the loop's state and the record
+        as written, or as read (proven current). An attempt about to be dispatched gets its
+        span id in the same write (tracing.py)."""
+        folded: list[LoopState] = []
 
-        def apply(cur: LoopState | None) -> LoopState | None:
-            if cur is None:
-                if start is None:
-                    raise LookupError(f"no state for request {request_id}")
-                cur = start
-            new = _with_span(change(cur))
-            return None if new == cur else new
+        def plan(record: RequestRecord) -> Planned | None:
+            current = self.loop_of(record) or (self.secret_for(start) if start else None)
+            if current is None:
+                raise LookupError(f"no loop state for request {request_id}")
+            new = _with_span(change(current))
+            folded[:] = [new]
+            if new == current and record.loop is not None:
+                return None
+            move = record_move(new)
+            if move is None:
+                return None  # an end, a question, or still deciding: `finish` writes it
+            target, fields = move
+            return target, {"loop": new, **fields}
 
-        done = await mutate_versioned(
-            self.bus.kv.requests, request_id, LoopState, apply, known=known
+        tracked = await records(self.bus).change(
+            request_id, plan, known=known or self.records.get(request_id), via=VIA
         )
-        assert done is not None
-        if done.value.status in TERMINAL_STATES:
-            self.states.pop(request_id)
-        else:
-            self.states.put(request_id, done)
-        return done.value
+        self.moved(tracked)
+        return folded[0], tracked
 
     def record(self, request_id: str) -> Tracked | None:
         """The request's record as this process last moved it, if it remembers."""

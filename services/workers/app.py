@@ -56,7 +56,7 @@ def build(settings: Settings, kinds: list[str] | None = None) -> ServiceHost:
             detail=detail,
             workflow_status=status,
         )
-        await bus.emit(step, bus.subjects.progress(task.request_id))
+        await bus.emit(step, bus.subjects.step(task.request_id, task.session_id))
 
     deps = WorkerDeps(bus=bus, settings=settings, llm=llm, stage=stage)
     cancels = Cancellations(bus)

@@ -104,7 +104,7 @@ def _matches(pattern: str, subject: str) -> bool:
 
 def _sample(ns: str, template: str, service: str) -> str:
     """A concrete subject of a channel: {source} is the service, other placeholders a token."""
-    return f"{ns}." + template.format(kind="general", request_id="r1", source=service)
+    return f"{ns}." + template.format(kind="general", request_id="r1", session="s1", source=service)
 
 
 def _subscriptions(ns: str) -> dict[str, list[str]]:

@@ -151,7 +151,8 @@ class TaskService:
             raise RpcError(-32004, f"Task {record.request_id} is {word}; it takes no message now.")
         if not text and not answers:
             raise RpcError(-32602, "Invalid params: the message has no answer.")
-        after = await self.feed.last(self.bus.subjects.request_clarification(record.request_id))
+        parked = self.bus.subjects.request_clarification(record.request_id, record.session_id)
+        after = await self.feed.last(parked)
         words = Words(text, answers=answers)
         said = await self.intake.say(
             principal, record.session_id, words, to=Reply(record.request_id), surface="a2a"
@@ -240,7 +241,7 @@ class TaskService:
             if record.state in TERMINAL_STATES:
                 raise RpcError(-32004, f"Task {asked.id} has ended; GetTask has its result.")
             # Its events since the last question it asked (an answered one is history).
-            subject = self.bus.subjects.request_clarification(asked.id)
+            subject = self.bus.subjects.request_clarification(asked.id, record.session_id)
             task_id, after = asked.id, await self.feed.last(subject)
         return self._updates(principal, task_id, after, subscribe=name == "SubscribeToTask")
 

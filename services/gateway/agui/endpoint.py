@@ -193,8 +193,11 @@ class AgUiApi:
         return kept[0]
 
     async def _resumed(self, principal: str, body: RunAgentInput, request_id: str) -> RunRecord:
-        """The run that goes on from the parked event: its events are those stored after it."""
-        after = await self.feed.last(self.bus.subjects.request_clarification(request_id))
+        """The run that goes on from the parked event (of the thread's session): its events are
+        those stored after it."""
+        session_id = scoped(principal, body.thread_id)
+        subject = self.bus.subjects.request_clarification(request_id, session_id)
+        after = await self.feed.last(subject)
         record = RunRecord(
             thread_id=body.thread_id,
             run_id=body.run_id,

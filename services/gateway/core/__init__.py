@@ -4,8 +4,10 @@
 message limit, the session's lane, the budget, the per-principal limits, then "answer the
 request parked on the user, else submit a new one") and returns one typed result (`said.py`)
 that each surface renders in its own shape; `answers.py` resumes a request parked on a question.
-Then: `outbound.py` (client-bound events from the bus) and `hub.py` (to the sockets and callers
-waiting for them), `feed.py` (a request's stored events, to re-attach to), `deliveries.py`,
+Then: `outbound.py` (client-bound events from the bus, for the sessions this gateway holds),
+`copies.py` (its copies of those sessions' records) and `hub.py` (to the sockets and callers
+waiting for them), `feed.py` (a request's stored events, to re-attach to), `index.py` (each
+principal's requests), `deliveries.py`,
 `catchup.py`, `limits.py`, `auth.py`, `origins.py`, `http.py` (the HTTP plumbing),
 `outcomes.py` (how a question or an end reads on any surface), `preferences.py`, `errors.py`,
 `spend.py` (a spent day or session refused, from services/runtime/budgets/) and `approving.py`

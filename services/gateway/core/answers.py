@@ -10,12 +10,13 @@ import logging
 from collections.abc import Callable
 
 from contracts import ClarificationAnswered, ClarificationRequested, Question, RequestRecord
+from services.gateway.core.copies import SessionCopies
 from services.gateway.core.errors import Conflict, RateLimited, Unavailable
 from services.gateway.core.limits import Limits
 from services.gateway.core.said import Answered, Taken, Words
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
-from services.runtime.requests.sessions import answered, asked_text, update_session
+from services.runtime.requests.sessions import answered, asked_text, write_session
 
 log = logging.getLogger("sidekick.gateway")
 
@@ -26,9 +27,11 @@ async def resume(
     tracked: Tracked,
     words: Words,
     taken: Callable[[Taken], None] | None,
+    copies: SessionCopies | None = None,
 ) -> Answered:
     """Resume the parked request with `words` (its principal's). `taken` is told when this
-    answer has won, before the request can go on."""
+    answer has won, before the request can go on. `copies`: the gateway's copies of the
+    sessions it holds (the session's write starts from one)."""
     request_id, principal = tracked.value.request_id, tracked.value.principal
     parked, asked = tracked.revision, _asked(tracked.value)
     try:
@@ -73,11 +76,15 @@ async def resume(
     questions = asked_text(asked)
     record = tracked.value
     try:
-        await update_session(
+        known = copies.get(record.session_id) if copies is not None else None
+        written = await write_session(
             bus,
             record.session_id,
             lambda rec: answered(rec, request_id, record.text, questions, said),
+            known=known,
         )
+        if written is not None and copies is not None:
+            copies.wrote(record.session_id, written)
     except Exception as exc:  # the answer is on its way; only the history lacks it
         log.warning("could not add the answer of %s to its session: %r", request_id, exc)
     return resumed

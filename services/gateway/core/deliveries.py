@@ -1,15 +1,18 @@
 """Results a client saw live are noted in their session's record (so a reconnect does not
 replay them) lazily: in the session's next write by this gateway — the claim of the next
-message, which a chat sends within seconds — or after `delay` seconds when none comes. A
-separate write per answer raced that claim for the same key (a compare-and-set retry, two
-more bus messages, most requests); folded in, it costs nothing. A gateway that dies within
-`delay` of an answer forgets the note: that answer is replayed once on reconnect.
+message, which a chat sends while the reader is still there — or when the session's last
+socket on this gateway goes (`left`), before a new socket of it is given its replay
+(`write`), or after `delay` seconds when none of that comes. A separate write per answer cost
+one more bus message per request (two, when it raced the next claim for the same key); folded
+in, it costs nothing. A gateway that dies before its note is written forgets it: that answer
+is replayed once on reconnect.
 
 Until the note is written the session's record still lists the result as undelivered, so a
-socket that joins the session meanwhile (a second tab, a page reloaded the moment the answer
-came) would be given it again as missed. So the gateway remembers what it delivered live for
-`REMEMBER` seconds, and a replay skips it (`delivered_here`); this costs no bus message. A socket
-on another gateway replica within `delay` of the answer is not covered: that replica cannot know.
+socket that joins the session meanwhile on this gateway is covered twice: its replay is
+preceded by the note's write (`write`), and the gateway remembers what it delivered live for
+`REMEMBER` seconds, so a replay skips it (`delivered_here`) even when that write failed. A
+socket on another gateway replica before the note is written is not covered: that replica
+cannot know.
 """
 
 from __future__ import annotations
@@ -20,23 +23,29 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from services.gateway.core.copies import SessionCopies
 from services.runtime.bus.core import Bus
-from services.runtime.requests.sessions import mark_delivered, update_session
+from services.runtime.requests.sessions import mark_delivered, write_session
 
 log = logging.getLogger("sidekick.gateway")
 
-DELAY = 2.0
-# Seconds a live delivery is remembered here: well past `delay`, and past a note's write that
-# waits on a slow bus; a note never written is replayed after it (as a lost one would be).
+DELAY = 60.0
+# Seconds a live delivery is remembered here: past a note's write that waits on a slow bus; a
+# note never written is replayed after it (as a lost one would be).
 REMEMBER = 60.0
 
 
 class Deliveries:
     def __init__(
-        self, bus: Bus, delay: float = DELAY, clock: Callable[[], float] = time.monotonic
+        self,
+        bus: Bus,
+        delay: float = DELAY,
+        copies: SessionCopies | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.bus = bus
         self.delay = delay
+        self.copies = copies or SessionCopies()
         self.clock = clock
         self.pending: dict[str, set[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -70,6 +79,13 @@ class Deliveries:
             task.add_done_callback(self._tasks.discard)
         waiting.add(request_id)
 
+    def left(self, session_id: str) -> None:
+        """No socket of the session is left on this gateway: write its notes now."""
+        if self.pending.get(session_id):
+            task = asyncio.get_running_loop().create_task(self.write(session_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     def take(self, session_id: str) -> list[str]:
         """The session's pending notes, for a write that carries them."""
         return sorted(self.pending.pop(session_id, set()))
@@ -81,14 +97,23 @@ class Deliveries:
 
     async def _flush(self, session_id: str) -> None:
         await asyncio.sleep(self.delay)
-        await self._write(session_id)
+        await self.write(session_id)
 
-    async def _write(self, session_id: str) -> None:
+    async def write(self, session_id: str) -> None:
+        """Write the session's pending notes now (nothing when there are none)."""
         ids = self.take(session_id)
         if not ids:
             return
         try:
-            await update_session(self.bus, session_id, lambda rec: mark_delivered(rec, ids))
+            # From this gateway's copy when it holds the session: one write, not two.
+            written = await write_session(
+                self.bus,
+                session_id,
+                lambda rec: mark_delivered(rec, ids),
+                known=self.copies.get(session_id),
+            )
+            if written is not None:
+                self.copies.wrote(session_id, written)
         except Exception as exc:
             log.warning("could not mark %s delivered: %r", ", ".join(ids), exc)
 
@@ -97,4 +122,4 @@ class Deliveries:
         for task in list(self._tasks):
             task.cancel()
         for session_id in list(self.pending):
-            await self._write(session_id)
+            await self.write(session_id)

@@ -1,5 +1,6 @@
 """One request's client-bound events, in the order they were published, from the results stream
-(which keeps every `out.<request>.*` event: the outcomes, the chunks and the progress).
+(which keeps every `out.<session>.<request>.*` event but the live chunks: the outcomes, the
+progress and steps, and the reply's text, coalesced).
 
 A follower is an ordered, ephemeral JetStream consumer filtered on the request's subjects. It
 delivers what is stored (from a given stream sequence on) and then, on the same subscription,

@@ -1,12 +1,14 @@
 """Where the gateway's client-bound events go: to the sockets that hold the event's session, and
 to the HTTP callers waiting on its request. How an event looks to a socket is the socket's own
-business (the WebSocket surface's Connection); the hub only routes, in the order published."""
+business (the WebSocket surface's Connection); the hub only routes, in the order published.
+What a socket or a caller holds, the gateway hears (`Taps`: services/gateway/core/outbound.py
+subscribes to each session held, and to nothing else)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -37,6 +39,24 @@ class Socket(Protocol):
 S = TypeVar("S", bound=Socket)
 
 
+class Taps(Protocol):
+    """What makes the gateway hear a session's events while something holds it."""
+
+    async def hold(self, session_id: str) -> None: ...
+
+    def release(self, session_id: str) -> None: ...
+
+
+class _Deaf:
+    """No taps (a hub on its own): every session is heard, or none is; nothing to do."""
+
+    async def hold(self, session_id: str) -> None:
+        return None
+
+    def release(self, session_id: str) -> None:
+        return None
+
+
 @dataclass
 class Hub(Generic[S]):
     """Routes bus events to the sockets of the session they belong to. Session ids are scoped
@@ -46,14 +66,20 @@ class Hub(Generic[S]):
     streamed: dict[str, str] = field(default_factory=dict)
     # Called with (session_id, request_id) when an outcome reached at least one socket live.
     on_delivered: Callable[[str, str], None] | None = None
+    # Called with a session's id when its last socket here has gone.
+    on_left: Callable[[str], None] | None = None
     # HTTP callers waiting on one request (the workflow chat, /v1/chat/completions).
     watchers: dict[str, set[asyncio.Queue[AnyEvent]]] = field(default_factory=dict)
+    taps: Taps = field(default_factory=_Deaf)
 
-    @contextlib.contextmanager
-    def watch(self, request_id: str) -> Iterator[asyncio.Queue[AnyEvent]]:
-        """Every client-bound event of one request, in order, while the block runs (enter it
-        before the request is sent, so nothing is missed)."""
+    @contextlib.asynccontextmanager
+    async def watch(
+        self, request_id: str, session_id: str
+    ) -> AsyncIterator[asyncio.Queue[AnyEvent]]:
+        """Every client-bound event of one request of `session_id`, in order, while the block
+        runs (enter it before the request is sent, so nothing is missed)."""
         queue: asyncio.Queue[AnyEvent] = asyncio.Queue()
+        await self.taps.hold(session_id)
         self.watchers.setdefault(request_id, set()).add(queue)
         try:
             yield queue
@@ -62,10 +88,14 @@ class Hub(Generic[S]):
             queues.discard(queue)
             if not queues:
                 self.watchers.pop(request_id, None)
+            self.taps.release(session_id)
 
-    def attach(self, conn: S, session_id: str) -> bool:
-        """Attach; True if the socket was not yet attached to this session."""
+    async def attach(self, conn: S, session_id: str) -> bool:
+        """Attach (the gateway hears the session from now on); True if the socket was not yet
+        attached to this session."""
         new = session_id not in conn.sessions
+        if new:
+            await self.taps.hold(session_id)
         conn.sessions.add(session_id)
         self.sessions.setdefault(session_id, set()).add(conn)
         return new
@@ -77,11 +107,14 @@ class Hub(Generic[S]):
         WS_CONNECTIONS.dec()
         conn.stop()
         for sid in conn.sessions:
+            self.taps.release(sid)
             conns = self.sessions.get(sid)
             if conns is not None:
                 conns.discard(conn)
                 if not conns:
                     del self.sessions[sid]
+                    if self.on_left is not None:
+                        self.on_left(sid)
 
     def _targets(self, session_id: str) -> set[S]:
         return self.sessions.get(session_id, set())

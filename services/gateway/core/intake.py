@@ -6,19 +6,15 @@ renders in its own shape. Besides: resuming by approval id (`decide`, the approv
 cancelling, and the principal's own requests. Every lookup is scoped: a request another
 principal owns is "not found".
 
-Each principal's requests are also listed in the gateway's own KV bucket `<ns>_index`, one key
-per request (`<hash of principal>.<accepted at, ns>.<hash of request>`, value: the request id), so
-`GET /api/workflows` never scans the status bucket and concurrent requests of one principal never
-contend for one key.
+Each principal's requests are also listed in the gateway's own KV bucket `<ns>_index`
+(index.py).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
-from nats.js.kv import KeyValue
 from opentelemetry import trace
 
 from contracts import (
@@ -27,6 +23,7 @@ from contracts import (
     RequestRecord,
 )
 from services.gateway.core import answers, approving
+from services.gateway.core.copies import SessionCopies
 from services.gateway.core.deliveries import Deliveries
 from services.gateway.core.errors import (
     Busy,
@@ -35,6 +32,7 @@ from services.gateway.core.errors import (
     NotFound,
     Unavailable,
 )
+from services.gateway.core.index import Index
 from services.gateway.core.limits import Limits
 from services.gateway.core.said import (
     Accepted,
@@ -52,7 +50,6 @@ from services.gateway.core.said import (
 from services.gateway.core.spend import refuse_if_spent
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
-from services.runtime.bus.kvstore import key_for
 from services.runtime.requests import lanes
 from services.runtime.requests.lifecycle import PARKED, Tracked, records
 
@@ -75,14 +72,21 @@ def unscoped(principal: str, session_id: str) -> str:
 
 
 class Intake:
-    def __init__(self, bus: Bus, limits: Limits, deliveries: Deliveries | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        limits: Limits,
+        deliveries: Deliveries | None = None,
+        copies: SessionCopies | None = None,
+    ) -> None:
         self.bus = bus
         self.limits = limits
         self.deliveries = deliveries
-        self._index: KeyValue | None = None
+        self.copies = copies or SessionCopies()
+        self.index = Index(bus)
 
     async def start(self) -> None:
-        self._index = await self.bus.bucket("index")
+        await self.index.start()
 
     async def say(
         self,
@@ -108,7 +112,7 @@ class Intake:
         if isinstance(to, Reply):
             return await self._reply(principal, to.request_id, words, before, taken)
         try:
-            session = await lanes.load(self.bus, session_id)
+            session = await self.session(session_id)
         except Exception:
             return Refused(Unavailable("The session store is unavailable."))
         if to.on_parked != "new":
@@ -146,6 +150,16 @@ class Intake:
             return await self._answer(principal, request_id, words, taken)
         except GatewayError as exc:
             return Refused(exc, request_id, answering=True)
+
+    async def session(self, session_id: str) -> lanes.Session:
+        """The session's record: this gateway's copy when it holds the session (the write it
+        starts fails, and reads, if the copy is behind), else as read now (and kept)."""
+        copy = self.copies.get(session_id)
+        if copy is not None:
+            return copy
+        session = await lanes.load(self.bus, session_id)
+        self.copies.wrote(session_id, session)
+        return session
 
     async def parked(self, principal: str, session_id: str) -> RequestRecord | None:
         """The principal's request parked on the user in the session, if there is one."""
@@ -251,6 +265,7 @@ class Intake:
             raise Unavailable(
                 "Sidekick could not accept the message (the bus is unavailable); please retry."
             ) from exc
+        self.copies.wrote(session_id, place.session)
         record = RequestRecord(
             request_id=request_id,
             session_id=session_id,
@@ -268,18 +283,21 @@ class Intake:
         )
         accepted = Accepted(request_id, fresh=True, behind=place.behind, position=place.position)
         try:
-            if await records(self.bus).create(record) is None:
+            created = await records(self.bus).create(record)
+            if created is None:
                 self.limits.release(request_id)
                 raise Conflict(f"The request id {request_id} is already in use.")
             if taken is not None:  # from here on another hop may start it and answer
                 taken(accepted)
-            await self._remember(principal, request_id)
+            await self.index.remember(principal, request_id)
             if place.position == 0:
-                await lanes.publish(self.bus, record)
+                # With the session's recent turns: the frontline need not read them.
+                turns = lanes.turns_of(self.bus, place.session.value)
+                await lanes.publish(self.bus, created, turns)
             else:
                 await self._queued(request_id, session_id, place)
             if place.start is not None:  # the request before was stale: its successor is due
-                await lanes.start(self.bus, place.start)
+                await lanes.start(self.bus, place.start, place.session.value)
         except Conflict:
             raise
         except Exception as exc:
@@ -301,7 +319,7 @@ class Intake:
             await self._cancel(other, session_id, "interrupted by a newer message")
         now = await lanes.load(self.bus, session_id)
         if now.value.active == request_id:
-            await lanes.start(self.bus, request_id)
+            await lanes.start(self.bus, request_id, now.value)
 
     async def _answer(
         self,
@@ -323,7 +341,7 @@ class Intake:
             if taken is not None:
                 taken(resumed)
             return resumed
-        return await answers.resume(self.bus, self.limits, tracked, words, taken)
+        return await answers.resume(self.bus, self.limits, tracked, words, taken, self.copies)
 
     async def decide(
         self, principal: str, tracked: Tracked, words: str, approval_id: str | None
@@ -340,11 +358,20 @@ class Intake:
         self.limits.admit(record.principal, record.request_id)
         return record
 
-    async def cancel(self, principal: str, request_id: str) -> RequestRecord:
-        """Ask every hop to stop the request. NotFound for others'; Conflict once it ended."""
+    async def cancel(
+        self,
+        principal: str,
+        request_id: str,
+        before: Callable[[RequestRecord], Awaitable[None]] | None = None,
+    ) -> RequestRecord:
+        """Ask every hop to stop the request. NotFound for others'; Conflict once it ended.
+        `before` is told the request before the cancel is sent (a socket holds its session
+        from then on)."""
         status = await self.owned(principal, request_id)
         if status.ended:
             raise Conflict(f"Request {request_id} has already ended ({status.status}).")
+        if before is not None:
+            await before(status)
         await self._cancel(request_id, status.session_id, "cancelled by the user")
         return status
 
@@ -361,22 +388,4 @@ class Intake:
 
     async def recent(self, principal: str, limit: int) -> list[str]:
         """The principal's request ids, newest first."""
-        assert self._index is not None, "Intake.start() has not run"
-        # A watch filtered on the principal's prefix: the server sends only its keys.
-        watcher = await self._index.watch(f"{key_for(principal)}.>", ignore_deletes=True)
-        found: list[tuple[str, str]] = []
-        try:
-            async for entry in watcher:
-                if entry is None:  # the end of what is stored
-                    break
-                if entry.value:
-                    found.append((entry.key, entry.value.decode()))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        ids = [request_id for _, request_id in sorted(found, reverse=True)[:limit]]
-        return ids
-
-    async def _remember(self, principal: str, request_id: str) -> None:
-        assert self._index is not None, "Intake.start() has not run"
-        key = f"{key_for(principal)}.{time.time_ns():020d}.{key_for(request_id)[:12]}"
-        await self._index.put(key, request_id.encode())
+        return await self.index.recent(principal, limit)

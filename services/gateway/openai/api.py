@@ -109,13 +109,13 @@ class OpenAIApi:
         return JSONResponse(card(name).model_dump(mode="json"))
 
     async def completions(self, request: Request) -> Response:
-        stack = contextlib.ExitStack()
+        stack = contextlib.AsyncExitStack()
         try:
             principal = principal_of(request, self.auth)
             body = await parse_body(request, ChatCompletionRequest)
             call = await self._start(principal, body, request, stack)
         except GatewayError as exc:
-            stack.close()
+            await stack.aclose()
             return refused(exc)
         if body.stream:
             return StreamingResponse(
@@ -123,7 +123,7 @@ class OpenAIApi:
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
             )
-        with stack:
+        async with stack:
             return await self._complete(call, body)
 
     async def _start(
@@ -131,7 +131,7 @@ class OpenAIApi:
         principal: str,
         body: ChatCompletionRequest,
         request: Request,
-        stack: contextlib.ExitStack,
+        stack: contextlib.AsyncExitStack,
     ) -> Call:
         if body.model not in MODELS:
             raise NotFound(
@@ -153,14 +153,16 @@ class OpenAIApi:
                 "The session (user or X-Sidekick-Session) must be 1-128 of A-Z a-z 0-9 _ . : -."
             )
         events: list[asyncio.Queue[AnyEvent]] = []
+        session_id = scoped(principal, uuid)
 
         async def watch(request_id: str, answering: bool) -> None:
-            # Before the words are sent, so that no event of the request is missed.
-            events.append(stack.enter_context(self.hub.watch(request_id)))
+            # Before the words are sent, so that no event of the request is missed (a parked
+            # request they answer is the session's own).
+            events.append(await stack.enter_async_context(self.hub.watch(request_id, session_id)))
 
         new = Submission(new_id(), use_evaluator=body.model == "sidekick", history=history)
         said = await self.intake.say(
-            principal, scoped(principal, uuid), Words(text), to=new, surface="openai", before=watch
+            principal, session_id, Words(text), to=new, surface="openai", before=watch
         )
         if isinstance(said, TooLong):
             raise Invalid(said.message)
@@ -214,7 +216,7 @@ class OpenAIApi:
             raise
 
     async def _stream(
-        self, call: Call, body: ChatCompletionRequest, stack: contextlib.ExitStack
+        self, call: Call, body: ChatCompletionRequest, stack: contextlib.AsyncExitStack
     ) -> AsyncIterator[bytes]:
         created = int(time.time())
 
@@ -232,7 +234,7 @@ class OpenAIApi:
                 sidekick=sidekick,
             ).sse()
 
-        with stack:
+        async with stack:
             yield chunk(Delta(role="assistant", content=""))
             streamed, progress = "", []
             deadline = asyncio.get_running_loop().time() + WAIT

@@ -235,7 +235,7 @@ class Workflows:
             )
         request_id = new_id()
         new = Submission(request_id, on_parked="new")
-        with self.hub.watch(request_id) as events:
+        async with self.hub.watch(request_id, record.session_id) as events:
             said = await self.intake.say(
                 principal, record.session_id, Words(body.message), to=new, surface="workflows"
             )

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from contracts import new_id
+from contracts import RequestRecord, new_id
 from contracts.frames import (
     CLIENT_FRAME,
     AckEvent,
@@ -230,7 +230,7 @@ class ChatSocket:
             return
         session_id = scoped(conn.principal, frame.uuid)
         conn.session = session_id
-        self.hub.attach(conn, session_id)
+        await self.hub.attach(conn, session_id)
         if conn.events:
             conn.send(ReadyEvent(event="ready", uuid=frame.uuid))
         await self.replays.replay(conn, session_id)
@@ -239,7 +239,7 @@ class ChatSocket:
         """Make `session_id` the socket's session (a frame named it), replaying what it missed
         the first time this socket joins it."""
         conn.session = session_id
-        if self.hub.attach(conn, session_id):
+        if await self.hub.attach(conn, session_id):
             await self.replays.replay(conn, session_id)
 
     async def on_message(self, conn: Connection, frame: MessageFrame) -> None:
@@ -303,17 +303,19 @@ class ChatSocket:
                 conn, refusal(said), frame.reply_to if said.answering else said.request_id
             )
         if isinstance(said, Answered):
-            self.hub.attach(conn, said.record.session_id)
+            await self.hub.attach(conn, said.record.session_id)
         elif isinstance(said, Accepted) and not said.fresh:
             # A retried id: answer from the stored outcome if it already ended.
             await self.replays.stored(conn, said.request_id)
 
     async def on_cancel(self, conn: Connection, frame: CancelFrame) -> None:
+        async def hold(status: RequestRecord) -> None:
+            await self.hub.attach(conn, status.session_id)
+
         try:
-            status = await self.intake.cancel(conn.principal, frame.cancel)
+            await self.intake.cancel(conn.principal, frame.cancel, before=hold)
         except GatewayError as exc:
             return self.reject(conn, exc.code, exc.message, frame.cancel)
-        self.hub.attach(conn, status.session_id)
         if conn.events:
             conn.send(AckEvent(event="ack", request_id=frame.cancel, action="cancel"))
 

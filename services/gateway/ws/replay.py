@@ -15,7 +15,8 @@ from services.gateway.core.intake import Intake
 from services.gateway.ws.connection import Connection
 from services.gateway.ws.frames import outcome_frames
 from services.runtime.bus.core import Bus
-from services.runtime.requests.sessions import load_session, mark_delivered, update_session
+from services.runtime.requests import lanes
+from services.runtime.requests.sessions import mark_delivered, write_session
 
 log = logging.getLogger("sidekick.gateway")
 
@@ -45,7 +46,13 @@ class Replay:
         """Send what ended (or asked) while no socket of the session was there, and a question
         still open; then those results count as delivered."""
         try:
-            record = await load_session(self.bus, session_id)
+            if self.intake.deliveries is not None:  # what this gateway's sockets saw is noted
+                await self.intake.deliveries.write(session_id)
+            # Read, not this gateway's copy: what it decides here writes nothing.
+            session = await lanes.load(self.bus, session_id)
+            copies = self.intake.copies
+            copies.wrote(session_id, session)
+            record = session.value
             sent: list[str] = []
             deliveries = self.intake.deliveries
             live = deliveries.delivered_here(session_id) if deliveries is not None else set()
@@ -64,7 +71,11 @@ class Replay:
                 if isinstance(outcome, ClarificationRequested):
                     await self._send(conn, outcome)
             if sent:
-                await update_session(self.bus, session_id, lambda rec: mark_delivered(rec, sent))
+                written = await write_session(
+                    self.bus, session_id, lambda rec: mark_delivered(rec, sent), known=session
+                )
+                if written is not None:
+                    copies.wrote(session_id, written)
         except Exception as exc:  # the live socket must survive a store hiccup
             log.warning("could not replay session %s: %r", session_id, exc)
 

@@ -1,9 +1,10 @@
 """The broker's Prometheus middleware, with label values that stay bounded.
 
 FastStream labels its message metrics by subject. Client-bound events travel on one subject per
-request (`<ns>.out.<request_id>.<what>`, `<ns>.outbox.<request_id>`), so every request made new
-time series in every process that published or heard them: after 500 requests a gateway served
-57,000 series and its memory grew by ~37 KB per request, without bound (`python -m bench`).
+request (`<ns>.out.<session>.<request_id>.<what>`, `<ns>.outbox.<request_id>`), so every request
+made new time series in every process that published or heard them: after 500 requests a
+gateway served 57,000 series and its memory grew by ~37 KB per request, without bound
+(`python -m bench`).
 Such subjects are labelled by their pattern instead: `<ns>.out.*.<what>`, `<ns>.outbox.*`.
 """
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def subject_pattern(subject: str) -> str:
-    """`ns.out.<request id>.chunk` -> `ns.out.*.chunk`; `ns.outbox.<id>` -> `ns.outbox.*`."""
+    """`ns.out.<session>.<request>.chunk` -> `ns.out.*.chunk`; `ns.outbox.<id>` -> `ns.outbox.*`."""
     parts = subject.split(".")
     if len(parts) >= 4 and parts[1] == "out":
         return f"{parts[0]}.out.*.{parts[-1]}"

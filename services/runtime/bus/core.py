@@ -44,9 +44,9 @@ tracer = trace.get_tracer("sidekick.bus")
 E = TypeVar("E", bound=Event)
 E_in = TypeVar("E_in", bound=Event, contravariant=True)
 B = TypeVar("B")
+Handler = Callable[[Msg], Awaitable[None]]
 
-DAY = 24 * 3600
-# Client-bound events published durably (acked) on the results stream; chunks and progress
+# Client-bound events published durably (acked) on the results stream; progress and stored text
 # are published on core NATS and kept by the same stream as they pass.
 TERMINAL_SUFFIXES = (".completed", ".failed", ".clarification", ".cancelled")
 
@@ -116,7 +116,6 @@ class Buckets:
     """The KV buckets a service's role may use (services/runtime/bus/topology.py), bound at start.
     Asking for another is a bug in the service, said plainly rather than as a NATS error."""
 
-    requests = _granted("requests")
     sessions = _granted("sessions")
     ledger = _granted("ledger")
     approvals = _granted("approvals")
@@ -149,8 +148,9 @@ class Bus:
         self.subjects = Subjects(settings.namespace)
         self._buckets: Buckets | None = None
         self._nc: Client | None = None
-        self._listeners: list[tuple[str, Callable[[Msg], Awaitable[None]]]] = []
-        self._durables: list[tuple[str, str, Callable[[Msg], Awaitable[None]]]] = []
+        self._listeners: list[tuple[str, str, Handler]] = []
+        self._each: list[str] = []
+        self._durables: list[tuple[str, str, Handler]] = []
         self._consumers: list[Consumer] = []
         self._ticker: asyncio.Task[None] | None = None
         self._listening: tuple[datetime, int] | None = None
@@ -205,7 +205,7 @@ class Bus:
     async def emit(self, event: BaseModel, subject: str) -> None:
         """Fire-and-forget publish on core NATS (stream chunks, progress) straight through the
         NATS client: no span, no per-message metrics (~10 us instead of ~80 us through the
-        broker's middlewares; `python -m bench.hotspots`). The gateway is the only listener."""
+        broker's middlewares; `python -m bench.hotspots`)."""
         await self.nc.publish(subject, event.__pydantic_serializer__.to_json(event))
 
     def listening_since(self) -> datetime | None:
@@ -218,10 +218,14 @@ class Bus:
             self._listening = since, reconnects = utcnow(), self.nc.stats["reconnects"]
         return since
 
-    def listen(self, subject: str, handler: Callable[[Msg], Awaitable[None]]) -> None:
-        """A plain core-NATS subscription (no queue group) made at `start()`, its messages
-        handled one at a time, in order."""
-        self._listeners.append((subject, handler))
+    def listen(self, subject: str, handler: Handler, *, queue: str = "") -> None:
+        """A plain core-NATS subscription made at `start()`, its messages handled one at a
+        time, in order; with `queue`, one of the group's subscribers gets each message."""
+        self._listeners.append((subject, queue, handler))
+
+    def listens_each(self, pattern: str) -> None:
+        """Declare subscriptions made and dropped as it runs (the gateway's, per session)."""
+        self._each.append(pattern)
 
     def subscriptions(self) -> list[str]:
         """Every subject this service consumes: the broker's subscribers, its durable consumers
@@ -230,7 +234,8 @@ class Bus:
         return [
             *(sub.subject.broker_address for sub in self.broker.subscribers),  # type: ignore[attr-defined]
             *(subject for subject, _, _ in self._durables),
-            *(subject for subject, _ in self._listeners),
+            *(subject for subject, _, _ in self._listeners),
+            *self._each,
         ]
 
     def _stream_for(self, subject: str) -> str:
@@ -299,8 +304,8 @@ class Bus:
         """Subscribe what `listen` declared and start reading the durable consumers (after
         `setup()`); one ticker keeps the messages being handled alive (in-progress acks)."""
         self._listening = (utcnow(), self.nc.stats["reconnects"])
-        for subject, handler in self._listeners:
-            await self.nc.subscribe(subject, cb=handler)
+        for subject, queue, handler in self._listeners:
+            await self.nc.subscribe(subject, queue=queue, cb=handler)
         capacity = self.settings.max_concurrency
         for subject, durable, deliver in self._durables:
             stream = self._stream_for(subject)
@@ -368,12 +373,8 @@ class Bus:
                 away = outage(exc)
                 if delivered >= self.settings.max_deliver:
                     if away:
-                        log.warning(
-                            "giving up on %s after %d deliveries: the bus did not answer (%r)",
-                            subject,
-                            delivered,
-                            exc,
-                        )
+                        said = "giving up on %s after %d deliveries: the bus did not answer (%r)"
+                        log.warning(said, subject, delivered, exc)
                     else:
                         log.exception("giving up on %s after %d deliveries", subject, delivered)
                     await self.dead_letter(
@@ -384,12 +385,8 @@ class Bus:
                     await msg.term()
                     return "dead_lettered"
                 if away:
-                    log.warning(
-                        "retrying %s (delivery %d): the bus did not answer (%r)",
-                        subject,
-                        delivered,
-                        exc,
-                    )
+                    said = "retrying %s (delivery %d): the bus did not answer (%r)"
+                    log.warning(said, subject, delivered, exc)
                 else:
                     log.warning("retrying %s (delivery %d)", subject, delivered, exc_info=exc)
                 await msg.nak(delay=min(2.0**delivered, 30.0))

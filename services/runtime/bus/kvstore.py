@@ -13,7 +13,6 @@ value it has just read."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +21,8 @@ from typing import Generic, TypeVar
 import nats.js.errors
 from nats.js.kv import KeyValue
 from pydantic import BaseModel
+
+from contracts.subjects import key_token
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -45,8 +46,9 @@ class Stamped(Generic[M]):
 
 
 def key_for(value: str) -> str:
-    """A KV-safe key for any string (session ids come from clients)."""
-    return hashlib.sha256(value.encode()).hexdigest()[:40]
+    """A KV-safe key for any string (session ids come from clients); a session's key is also
+    its token in the `out` subjects (contracts/subjects.py)."""
+    return key_token(value)
 
 
 async def get_model(kv: KeyValue, key: str, model: type[M]) -> tuple[M | None, int]:

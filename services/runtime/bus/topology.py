@@ -25,6 +25,7 @@ from nats.js.api import (
     ConsumerConfig,
     DeliverPolicy,
     KeyValueConfig,
+    RePublish,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -42,7 +43,6 @@ SERVICES = ("gateway", "frontline", "orchestrator", "evaluator", "workers")
 WORKER_KINDS = ("general", "search", "research", "email", "tools")
 # KV buckets and how long an entry lives (seconds).
 BUCKETS: dict[str, float] = {
-    "requests": 7 * DAY,
     "sessions": 30 * DAY,
     "ledger": 30 * DAY,
     "approvals": 30 * DAY,
@@ -92,7 +92,6 @@ def consumers(s: Subjects) -> dict[str, str]:
 
 # Every bucket the orchestrator reads, and it writes each one it reads.
 ORCHESTRATOR_BUCKETS = (
-    "requests",
     "sessions",
     "status",
     "ledger",
@@ -105,7 +104,7 @@ ORCHESTRATOR_BUCKETS = (
 
 
 def roles(s: Subjects) -> dict[str, Role]:
-    outcomes = (s.request_completed("*"), s.request_failed("*"), s.request_cancelled("*"))
+    outcomes = tuple(s.out_any(what) for what in ("completed", "failed", "cancelled"))
     return {
         "gateway": Role(
             # parked: the approvals waiting now (an operator's queue, /api/approvals).
@@ -126,8 +125,9 @@ def roles(s: Subjects) -> dict[str, Role]:
             publish=(
                 s.chat_requested,
                 s.request_routed,
-                s.stream("*"),
-                s.progress("*"),
+                s.out_any("chunk"),
+                s.out_any("text"),
+                s.out_any("progress"),
                 *outcomes,
                 s.pong("frontline"),
             ),
@@ -142,8 +142,8 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.chat_requested,
                 s.worker_run_all,
                 s.evaluator_run,
-                s.progress("*"),
-                s.request_clarification("*"),
+                s.out_any("progress"),
+                s.out_any("clarification"),
                 *outcomes,
                 s.pong("orchestrator"),
             ),
@@ -162,7 +162,13 @@ def roles(s: Subjects) -> dict[str, Role]:
             consumers=tuple(f"worker_{kind}" for kind in WORKER_KINDS),
             reads=("ledger", "approvals", "endpoints"),
             writes=("ledger", "endpoints"),
-            publish=(s.worker_completed, s.progress("*"), s.outbox_all, s.pong("workers")),
+            publish=(
+                s.worker_completed,
+                s.out_any("progress"),
+                s.out_any("step"),
+                s.outbox_all,
+                s.pong("workers"),
+            ),
             subscribe=(s.request_cancel, s.ping),
         ),
     }
@@ -234,6 +240,7 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
         except nats.js.errors.BadRequestError:
             await js.update_stream(config)
     for name, ttl in BUCKETS.items():
+        republish = republished(s, name)
         try:
             await js.key_value(s.bucket(name))
         except nats.js.errors.BucketNotFoundError:
@@ -244,11 +251,34 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
                     ttl=ttl,
                     storage=StorageType.FILE,
                     replicas=replicas,
+                    republish=republish,
                 )
             )
+        else:
+            await _republish(js, f"KV_{s.bucket(name)}", republish)
     for consumer in consumers(s):
         await js.add_consumer(s.work_stream, consumer_config(s, consumer, settings))
     log.info("bus topology of namespace %s is in place", settings.namespace)
+
+
+def republished(s: Subjects, bucket: str) -> RePublish | None:
+    """Where the server republishes each write of a bucket: the `sessions` bucket's to the
+    session's own `out` subject, so the gateways holding a session keep its record current
+    without reading it (services/gateway/core/outbound.py)."""
+    if bucket != "sessions":
+        return None
+    return RePublish(src=f"$KV.{s.bucket(bucket)}.*", dest=s.session_republish)
+
+
+async def _republish(js: JetStreamContext, stream: str, republish: RePublish | None) -> None:
+    """Bring a bucket made before its republishing up to date."""
+    config = (await js.stream_info(stream)).config
+    have = (config.republish.src, config.republish.dest) if config.republish else None
+    want = (republish.src, republish.dest) if republish else None
+    if have == want:
+        return
+    config.republish = republish
+    await js.update_stream(config)
 
 
 class TopologyMissing(SidekickError, RuntimeError):

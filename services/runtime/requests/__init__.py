@@ -1,7 +1,8 @@
 """A request's life on the bus. Imports `bus`, `walls`, `llm` and `base`, never `hosting`.
 
-- lifecycle.py: a request's record, its states and the legal moves as one table, and the one
-  compare-and-set every service uses to move it.
+- lifecycle.py: a request's record and the one compare-and-set every service uses to move it.
+- table.py: a request's states and the legal moves as one table, drawn as the diagram in
+  docs/architecture.md.
 - lanes.py: one conversation at a time: a session's lane (active, queued, handoff).
 - sessions.py: a session's record: its history, the parked request, results not yet seen.
 - outcomes.py: how a request ends (or parks), whichever service ends it.

@@ -24,19 +24,21 @@ never got a record, or whose request has ended, no longer holds the session.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import get_args
 
 from opentelemetry import context, trace
 
-from contracts import ChatRequested, RequestRecord, SessionRecord, utcnow
-from contracts.base import IfBusy
+from contracts import ChatRequested, RequestRecord, RequestRouted, SessionRecord, Turn, utcnow
+from contracts.base import IfBusy, RecordStamp
 from services.runtime.base.errors import SidekickError
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import Versioned, get_model, key_for, write_if
-from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
+from services.runtime.requests.lifecycle import STATUS, IllegalMove, Tracked, records
 
 IF_BUSY: tuple[IfBusy, ...] = get_args(IfBusy)
 STALE = timedelta(seconds=60)
@@ -156,8 +158,17 @@ async def _stale(bus: Bus, lane: SessionRecord, now: datetime) -> bool:
     return tracked.value.ended
 
 
-def request_of(record: RequestRecord) -> ChatRequested:
-    """The request's `chat.requested`, from its record."""
+def request_of(tracked: Tracked, session_turns: list[Turn] | None = None) -> ChatRequested:
+    """The request's `chat.requested`, from its record (and the revision it has: its stamp,
+    so the frontline need not read it), with the session's recent turns when given."""
+    record = tracked.value
+    stamp = RecordStamp(
+        revision=tracked.revision,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        trace_id=record.trace_id,
+        digest=digest(record),
+    )
     return ChatRequested(
         request_id=record.request_id,
         session_id=record.session_id,
@@ -169,23 +180,69 @@ def request_of(record: RequestRecord) -> ChatRequested:
         planned=record.planned,
         preferences=record.preferences,
         history=record.history,
+        session_turns=session_turns,
+        record=stamp,
     )
 
 
-async def publish(bus: Bus, record: RequestRecord) -> None:
-    """Send an accepted request on its way (deduplicated: safe to repeat)."""
+def digest(record: RequestRecord) -> str:
+    return hashlib.sha256(record.model_dump_json().encode()).hexdigest()[:32]
+
+
+def record_from(req: ChatRequested | RequestRouted) -> Tracked | None:
+    """The request's record as it stood when the gateway sent `req` on (a `chat.requested`, or
+    the `request.routed` the frontline made of it), from `req` and its stamp; None when `req`
+    has no stamp or the record made from it is not the one stamped (the caller reads the
+    record then; a routed request's record is rebuilt without the client's own turns, so one
+    that had them is read). A copy: a write started from it fails if the record moved since."""
+    stamp = req.record
+    if stamp is None:
+        return None
+    history = req.history if isinstance(req, ChatRequested) else []
+    record = RequestRecord(
+        request_id=req.request_id,
+        session_id=req.session_id,
+        principal=req.principal,
+        text=req.message,
+        success_criteria=req.success_criteria,
+        use_evaluator=req.use_evaluator,
+        skip_cache=req.skip_cache,
+        planned=req.planned,
+        preferences=req.preferences,
+        history=history,
+        state="accepted",
+        status=STATUS["accepted"],
+        trace_id=stamp.trace_id,
+        created_at=stamp.created_at,
+        updated_at=stamp.updated_at,
+    )
+    if not hmac.compare_digest(digest(record), stamp.digest):
+        return None
+    return Versioned(record, stamp.revision)
+
+
+async def publish(bus: Bus, tracked: Tracked, session_turns: list[Turn] | None = None) -> None:
+    """Send an accepted request on its way (deduplicated: safe to repeat), with the session's
+    recent turns when the caller has them (`turns_of`)."""
     await bus.publish(
-        request_of(record),
+        request_of(tracked, session_turns),
         bus.subjects.chat_requested,
-        dedupe_key=msg_id(record.request_id, "requested"),
+        dedupe_key=msg_id(tracked.value.request_id, "requested"),
     )
 
 
-async def start(bus: Bus, request_id: str) -> None:
+def turns_of(bus: Bus, session: SessionRecord) -> list[Turn]:
+    """The session's recent turns, as many as the agents see."""
+    turns = bus.settings.history_turns
+    return session.turns[-2 * turns :] if turns > 0 else []
+
+
+async def start(bus: Bus, request_id: str, session: SessionRecord | None = None) -> None:
     """Its turn: move a queued request to accepted and publish it. Whoever finds it due may call
-    this (the end before it, a re-run of that end, the gateway that queued it); a request that
-    has no record yet is started by the gateway that is writing it, and one already on its way
-    is published again only under the same dedupe key."""
+    this (the end before it, a re-run of that end, the gateway that queued it), with the
+    session's record when it has it current (its recent turns go along); a request that has no
+    record yet is started by the gateway that is writing it, and one already on its way is
+    published again only under the same dedupe key."""
     tracked: Tracked | None = await records(bus).load(request_id)
     if tracked is None or tracked.value.state not in ("queued", "accepted"):
         return
@@ -203,4 +260,4 @@ async def start(bus: Bus, request_id: str) -> None:
                 )
             except IllegalMove:
                 return  # cancelled while it waited
-        await publish(bus, tracked.value)
+        await publish(bus, tracked, turns_of(bus, session) if session is not None else None)

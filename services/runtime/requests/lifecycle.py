@@ -1,6 +1,7 @@
 """A request's life in one place: its states, the legal moves between them as one table, who
-may make each move, and `Requests.move`, the one compare-and-set every service uses to change a
-request's record. No service writes a request record any other way.
+may make each move (table.py, re-exported here), and `Requests.move`, the one compare-and-set
+every service uses to change a request's record. No service writes a request record any other
+way.
 
 A request's record (`contracts.state.RequestRecord`, key: request id, bucket `status`) is
 created by the gateway when it accepts the message and then only moved along `TABLE`. Every
@@ -15,8 +16,8 @@ is what makes the first outcome the only one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from nats.js.kv import KeyValue
 
@@ -28,116 +29,56 @@ from contracts import (
     RequestFailed,
     RequestRecord,
     RequestState,
-    WorkflowStatus,
     utcnow,
 )
 from services.runtime.base.errors import SidekickError
 from services.runtime.bus.kvstore import Versioned, compare_and_set, get_model, write_if
+from services.runtime.requests.table import (
+    ACTORS,
+    ANY,
+    DOC,
+    EITHER,
+    FRONT,
+    LEGAL,
+    ORCH,
+    PARKED,
+    STATES,
+    STATUS,
+    TABLE,
+    Actor,
+    Move,
+    allowed,
+    reachable,
+    rendered,
+)
 
 if TYPE_CHECKING:
     from services.runtime.bus.core import Bus
 
-Actor = Literal["gateway", "frontline", "orchestrator"]
-ACTORS: tuple[Actor, ...] = get_args(Actor)
-STATES: tuple[RequestState, ...] = get_args(RequestState)
-
-ORCH: tuple[Actor, ...] = ("orchestrator",)
-FRONT: tuple[Actor, ...] = ("frontline",)
-EITHER: tuple[Actor, ...] = ("frontline", "orchestrator")
-ANY: tuple[Actor, ...] = ("gateway", "frontline", "orchestrator")
-
-
-@dataclass(frozen=True)
-class Move:
-    """One legal move: from `source` (None: the record is created) to `target`, by `by`."""
-
-    source: RequestState | None
-    target: RequestState
-    by: tuple[Actor, ...]
-    why: str
-
-
-TABLE: tuple[Move, ...] = (
-    Move(None, "accepted", ("gateway",), "a client's message is accepted; its session is free"),
-    Move(None, "queued", ("gateway",), "accepted while its session answers another request"),
-    Move("queued", "accepted", ANY, "the request before it ended: its turn (whoever ended that)"),
-    Move("queued", "cancelled", ORCH, "cancelled, or interrupted, while waiting its turn"),
-    Move("accepted", "direct", FRONT, "small talk: answered directly, streaming"),
-    Move("accepted", "routed", ORCH, "the frontline routed it; the orchestrator took it"),
-    Move("accepted", "failed", EITHER, "the frontline's model failed, or delivery ran out"),
-    Move("accepted", "cancelled", EITHER, "cancelled before it was answered or routed"),
-    Move("direct", "completed", FRONT, "the direct answer is complete"),
-    Move("direct", "failed", FRONT, "the model failed while answering"),
-    Move("direct", "cancelled", EITHER, "cancelled while streaming"),
-    Move("direct", "routed", ORCH, "the frontline's model began answering, then routed it"),
-    Move("routed", "decided", ORCH, "the orchestrator chose a worker and criteria"),
-    Move("routed", "working", ORCH, "decided, and attempt 1 dispatched in the same write"),
-    Move("routed", "completed", ORCH, "answered from the semantic cache"),
-    Move("routed", "failed", ORCH, "refused, no such worker, or the model failed"),
-    Move("routed", "cancelled", ORCH, "cancelled while deciding"),
-    Move("decided", "working", ORCH, "attempt n dispatched to the worker"),
-    Move("decided", "awaiting_clarification", ("gateway",), "the answer could not be passed on"),
-    Move("decided", "failed", ORCH, "delivery ran out"),
-    Move("decided", "cancelled", ORCH, "cancelled before the attempt"),
-    Move("working", "working", ("orchestrator", "gateway"), "next attempt, or a worker's step"),
-    Move("working", "evaluating", ORCH, "attempt n done; the evaluator judges it"),
-    Move("working", "completed", ORCH, "done without judging (no evaluator, or an email sent)"),
-    Move("working", "partial", ORCH, "the worker failed; an earlier output is the best"),
-    Move("working", "awaiting_clarification", ORCH, "the worker (planner) asks the user"),
-    Move("working", "awaiting_approval", ORCH, "the worker asks a person to approve an action"),
-    Move("working", "failed", ORCH, "the worker could not do it"),
-    Move("working", "cancelled", ORCH, "cancelled during the attempt"),
-    Move("evaluating", "working", ORCH, "failed the criteria: retry with the feedback"),
-    Move("evaluating", "completed", ORCH, "passed the criteria"),
-    Move("evaluating", "partial", ORCH, "out of attempts, or no verdict could be had"),
-    Move("evaluating", "awaiting_clarification", ORCH, "the evaluator asks the user"),
-    Move("evaluating", "failed", ORCH, "delivery ran out"),
-    Move("evaluating", "cancelled", ORCH, "cancelled during the evaluation"),
-    Move("awaiting_clarification", "decided", ("gateway",), "the user's answer is accepted"),
-    Move("awaiting_clarification", "failed", ORCH, "no answer in time"),
-    Move("awaiting_clarification", "cancelled", ORCH, "cancelled while waiting"),
-    Move("awaiting_approval", "decided", ("gateway",), "a person approved or declined the action"),
-    Move(
-        "awaiting_approval",
-        "working",
-        ORCH,
-        "expired (declined), or a decision the gateway recorded but never passed on",
-    ),
-    Move("awaiting_approval", "failed", ORCH, "delivery ran out"),
-    Move("awaiting_approval", "cancelled", ORCH, "cancelled while waiting"),
-    Move("decided", "awaiting_approval", ("gateway",), "the decision could not be passed on"),
-)
-
-LEGAL: dict[tuple[RequestState | None, RequestState], frozenset[Actor]] = {
-    (m.source, m.target): frozenset(m.by) for m in TABLE
-}
-
-# The workflow seed's status word a client sees in each state. Inside `working`, a worker may
-# show its own pipeline step (researching, synthesizing, validating).
-STATUS: dict[RequestState, WorkflowStatus] = {
-    "queued": "queued",
-    "accepted": "started",
-    "direct": "started",
-    "routed": "planning",
-    "decided": "planning",
-    "working": "researching",
-    "evaluating": "validating",
-    "awaiting_clarification": "awaiting_clarification",
-    # The seed's clients know one waiting word; its feedback takes the approval word.
-    "awaiting_approval": "awaiting_clarification",
-    "completed": "completed",
-    "partial": "partial",
-    "failed": "failed",
-    "cancelled": "cancelled",
-}
-
-
-PARKED: frozenset[RequestState] = frozenset({"awaiting_clarification", "awaiting_approval"})
-"""The states in which a request waits for the user's answer."""
-
-
-def allowed(source: RequestState | None, target: RequestState, by: Actor) -> bool:
-    return by in LEGAL.get((source, target), frozenset())
+__all__ = [
+    "ACTORS",
+    "ANY",
+    "DOC",
+    "EITHER",
+    "FRONT",
+    "LEGAL",
+    "ORCH",
+    "PARKED",
+    "STATES",
+    "STATUS",
+    "TABLE",
+    "Actor",
+    "IllegalMove",
+    "Move",
+    "Planned",
+    "Requests",
+    "Tracked",
+    "allowed",
+    "reachable",
+    "records",
+    "rendered",
+    "state_of",
+]
 
 
 def state_of(outcome: Outcome) -> RequestState:
@@ -166,6 +107,8 @@ class IllegalMove(SidekickError):
 
 
 Tracked = Versioned[RequestRecord]
+Planned = tuple[RequestState, dict[str, Any]]
+"""A move a caller plans from the record it is shown: where to, and what else changes."""
 
 
 def records(bus: Bus) -> Requests:
@@ -203,10 +146,12 @@ class Requests:
         *,
         known: Tracked | None = None,
         source: RequestState | None = None,
+        via: tuple[RequestState, ...] = (),
         **changes: Any,
     ) -> Tracked:
         """Move the request to `target`, setting `changes` on its record, by compare-and-set
-        (from `known` first when the caller has just read or written it). Moving to where it
+        (from `known` first when the caller has just read or written it), through the states
+        `via` in the same write when the table allows that (`reachable`). Moving to where it
         already is with nothing to change writes nothing. Raises IllegalMove when the table
         forbids the move from the state found, or when `source` is given and the request is
         not there (of racing movers from `source`, exactly one succeeds)."""
@@ -215,11 +160,42 @@ class Requests:
             if current is None or (source is not None and current.value.state != source):
                 raise IllegalMove(current, target, self.by)
             updated = _moved(current.value, target, changes)
-            if updated is not None and not allowed(current.value.state, target, self.by):
+            if updated is not None and not reachable(current.value.state, target, self.by, via):
                 raise IllegalMove(current, target, self.by)
             return updated
 
         # A refusal or a no-op found on `known` is checked on a fresh read (kvstore.py).
+        done = await compare_and_set(
+            self.kv, request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
+        )
+        assert done is not None  # decide() refuses a request that is not there
+        return done
+
+    async def change(
+        self,
+        request_id: str,
+        plan: Callable[[RequestRecord], Planned | None],
+        *,
+        known: Tracked | None = None,
+        via: tuple[RequestState, ...] = (),
+    ) -> Tracked:
+        """Move the request as `plan` says from the record found: `(target, changes)`, or None
+        to write nothing. `plan` is asked again on each read (a failed write, or a plan of
+        nothing on the remembered `known`, reads the record again), so it decides on a record
+        proven current. Raises IllegalMove when the table forbids the move (through `via`)."""
+
+        def decide(current: Tracked | None) -> RequestRecord | None:
+            if current is None:
+                raise LookupError(f"no request {request_id}")
+            planned = plan(current.value)
+            if planned is None:
+                return None
+            target, changes = planned
+            updated = _moved(current.value, target, changes)
+            if updated is not None and not reachable(current.value.state, target, self.by, via):
+                raise IllegalMove(current, target, self.by)
+            return updated
+
         done = await compare_and_set(
             self.kv, request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
         )
@@ -246,11 +222,18 @@ class Requests:
         return (await self.settle(outcome, known=known))[0]
 
     async def settle(
-        self, outcome: Outcome, *, known: Tracked | None = None
+        self,
+        outcome: Outcome,
+        *,
+        known: Tracked | None = None,
+        via: tuple[RequestState, ...] = (),
+        **changes: Any,
     ) -> tuple[Tracked, bool]:
         """`end`, also saying whether this call made the move (False: the request had already
         ended or parked, by this outcome or another; `known` may be stale: a failed write
-        reads the record again, and so does finding it ended or parked in `known`)."""
+        reads the record again, and so does finding it ended or parked in `known`). `via`: the
+        states the move may pass through in the same write (`reachable`); `changes`: more
+        fields set in the same write (the orchestrator's loop state)."""
         target = state_of(outcome)
         made = False
 
@@ -261,8 +244,8 @@ class Requests:
                 return None
             if current is None:
                 raise IllegalMove(None, target, self.by)
-            updated = _moved(current.value, target, _fields(outcome))
-            if updated is not None and not allowed(current.value.state, target, self.by):
+            updated = _moved(current.value, target, {**_fields(outcome), **changes})
+            if updated is not None and not reachable(current.value.state, target, self.by, via):
                 raise IllegalMove(current, target, self.by)
             made = updated is not None
             return updated
@@ -318,40 +301,6 @@ def _fields(outcome: Outcome) -> dict[str, Any]:
     if isinstance(outcome, RequestFailed):
         return {**done, "error": outcome.error}
     return {**done, "error": outcome.reason}
-
-
-# --- the diagram in docs/architecture.md ---------------------------------------------------
-
-DOC = "docs/architecture.md"
-BEGIN = "<!-- lifecycle diagram: generated by `python -m services.runtime.requests.lifecycle` -->"
-END = "<!-- end of lifecycle diagram -->"
-
-
-def mermaid() -> str:
-    """The table as a Mermaid state diagram (one arrow per move, labelled with who makes it),
-    followed by the same moves as a table that says why each happens."""
-    lines = ["```mermaid", "stateDiagram-v2"]
-    for m in TABLE:
-        source = "[*]" if m.source is None else m.source
-        lines.append(f"    {source} --> {m.target}: {', '.join(m.by)}")
-    for state in ("completed", "partial", "failed", "cancelled"):
-        lines.append(f"    {state} --> [*]")
-    lines += ["```", "", "| from | to | by | when |", "|---|---|---|---|"]
-    for m in TABLE:
-        origin = "(new)" if m.source is None else f"`{m.source}`"
-        lines.append(f"| {origin} | `{m.target}` | {', '.join(m.by)} | {m.why} |")
-    lines += ["", "| state | status word clients see |", "|---|---|"]
-    lines += [f"| `{state}` | `{STATUS[state]}` |" for state in STATES]
-    return "\n".join(lines)
-
-
-def rendered(doc: str) -> str:
-    """`doc` with the diagram between its markers replaced by the current one."""
-    head, marker, rest = doc.partition(BEGIN)
-    if not marker or END not in rest:
-        raise ValueError(f"{DOC} lacks the lifecycle diagram markers")
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{mermaid()}\n{END}{tail}"
 
 
 if __name__ == "__main__":

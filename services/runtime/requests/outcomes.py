@@ -7,12 +7,14 @@ then start the session's next queued request (services/runtime/requests/lanes.py
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from contracts import (
     ClarificationRequested,
     Outcome,
     RequestCompleted,
     RequestFailed,
+    RequestState,
     SessionRecord,
     WorkflowStatus,
 )
@@ -43,14 +45,14 @@ def _labels(event: Outcome) -> tuple[str, str]:
 
 
 def _subject(bus: Bus, event: Outcome) -> str:
-    s, rid = bus.subjects, event.request_id
+    s, rid, sid = bus.subjects, event.request_id, event.session_id
     if isinstance(event, RequestCompleted):
-        return s.request_completed(rid)
+        return s.request_completed(rid, sid)
     if isinstance(event, RequestFailed):
-        return s.request_failed(rid)
+        return s.request_failed(rid, sid)
     if isinstance(event, ClarificationRequested):
-        return s.request_clarification(rid)
-    return s.request_cancelled(rid)
+        return s.request_clarification(rid, sid)
+    return s.request_cancelled(rid, sid)
 
 
 async def finish(
@@ -59,6 +61,8 @@ async def finish(
     *,
     known: Tracked | None = None,
     session: Versioned[SessionRecord] | None = None,
+    via: tuple[RequestState, ...] = (),
+    changes: dict[str, Any] | None = None,
 ) -> Outcome | None:
     """End (or park) a request and return the outcome that stands, or None when this service
     may not end it from where it is (another service owns that step). Safe to call twice and
@@ -67,12 +71,15 @@ async def finish(
     publishes nothing, unless it handles a redelivered message: the first delivery's handler
     may have died between recording and publishing (the stream drops a second copy; a gateway
     shows an outcome once per socket). `known`/`session` are the request's and the session's
-    records as last read, if the caller has them (saves a read when they are current)."""
+    records as last read, if the caller has them (saves a read when they are current); `via`
+    and `changes`: the states the end may pass through and more fields of the record, in the
+    same write (`Requests.settle`)."""
     if not isinstance(event, ClarificationRequested) and event.trace_id is None:
         event = event.model_copy(update={"trace_id": current_trace_id()})
     due: str | None = None
+    session_now: SessionRecord | None = None
     try:
-        ended, moved = await records(bus).settle(event, known=known)
+        ended, moved = await records(bus).settle(event, known=known, via=via, **(changes or {}))
     except IllegalMove as exc:
         if exc.current is not None:
             return None
@@ -96,7 +103,7 @@ async def finish(
             known=session,
         )
         if now is not None and now.active and now.handoff == winner.request_id:
-            due = now.active  # this end gave the session to the next request
+            due, session_now = now.active, now  # this end gave the session to the next one
         if moved and not isinstance(event, ClarificationRequested):
             outcome, route = _labels(event)
             REQUESTS.labels(outcome, route).inc()
@@ -105,5 +112,5 @@ async def finish(
     step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
     await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
     if due is not None:  # after the end is out, so no client sees the next one's first
-        await lanes.start(bus, due)
+        await lanes.start(bus, due, session_now)
     return winner

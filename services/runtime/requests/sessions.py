@@ -39,14 +39,25 @@ async def update_session(
 ) -> SessionRecord | None:
     """Change the session's record by compare-and-set (from `known` first, when the caller has
     just read it: one round trip instead of two while nobody wrote in between)."""
-    done = await mutate_versioned(
+    done = await write_session(bus, session_id, change, known=known)
+    return done.value if done is not None else None
+
+
+async def write_session(
+    bus: Bus,
+    session_id: str,
+    change: Callable[[SessionRecord], SessionRecord | None],
+    *,
+    known: Versioned[SessionRecord] | None = None,
+) -> Versioned[SessionRecord] | None:
+    """`update_session`, returning the record with its revision (None: there is none)."""
+    return await mutate_versioned(
         bus.kv.sessions,
         key_for(session_id),
         SessionRecord,
         lambda cur: change(cur or SessionRecord()),
         known=known,
     )
-    return done.value if done is not None else None
 
 
 def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> SessionRecord | None:
