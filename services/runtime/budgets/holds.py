@@ -26,7 +26,9 @@ when less is left, but at least one call's maximum; what it was granted is what 
 `hold_both` holds one call in the day and the session at once (refused in one, it is held in
 neither); `hold_in_turn` holds a step that may take more (a loop's allowance, the rest of its
 attempt) in the day first and then in the session, which holds no more than the day granted;
-`settle` counts an ended spend in both (dropping its holds) and in the Prometheus counters, once.
+`Days.charge` (accounts.py) counts an ended spend, dropping its hold, once. A process that
+leases a day or a session (leases.py) takes its steps' holds from its lease instead, and comes
+here for a step near the limit.
 
 A request that parks (for a person's answer or approval) sends nothing while it waits: its hold
 is settled down to what it has used (`park`), so the unspent part returns to the day at once
@@ -42,14 +44,11 @@ from dataclasses import replace
 
 from nats.js.kv import KeyValue
 
-from contracts import Usage
-from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.base.settings import Settings
 from services.runtime.budgets.accounts import (
     CAS_TRIES,
     TURNS,
     Day,
-    Days,
     Hold,
     backoff,
     day_key,
@@ -57,8 +56,7 @@ from services.runtime.budgets.accounts import (
 )
 from services.runtime.budgets.asks import Ask
 from services.runtime.budgets.limits import Limit, Scope, limits_of
-from services.runtime.budgets.prices import Table, cost
-from services.runtime.bus.kvstore import get_model, key_for, write_if
+from services.runtime.bus.kvstore import get_model, write_if
 
 PARKED = "parked"  # the step name of a parked request's hold: what it used, nothing ahead
 
@@ -212,32 +210,6 @@ async def release(kv: KeyValue, key: str, holder: str) -> None:
             ):
                 return
     raise RuntimeError(f"could not release the hold of {holder} (contention)")
-
-
-async def settle(
-    kv: KeyValue,
-    who: tuple[str, str],
-    holder: str,
-    usage: Usage,
-    table: Table,
-) -> bool:
-    """Count `holder`'s ended spend in the day and the session of `who` (principal, session
-    id), once each, dropping its holds, and in the counters; whether this call counted it (a
-    redelivery finds it counted and counts nothing)."""
-    principal, session_id = who
-    days = Days(kv)
-    usd = cost(usage, table)
-    (_, fresh), _ = await asyncio.gather(  # two keys, each its own compare-and-set
-        days.charge(principal, holder, usage, usd),
-        days.charge(principal, holder, usage, usd, key=session_key(principal, session_id)),
-    )
-    if fresh:
-        hashed = key_for(principal)[:12]
-        for model, used in usage.models.items():
-            SPEND_TOKENS.labels(hashed, model, "input").inc(used.input_tokens)
-            SPEND_TOKENS.labels(hashed, model, "output").inc(used.output_tokens)
-            SPEND_USD.labels(hashed, model).inc(cost(Usage(models={model: used}), table))
-    return fresh
 
 
 async def park(

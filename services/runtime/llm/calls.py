@@ -8,7 +8,8 @@
   `json_schema`, `tools`, `tool_choice`): that is the server saying what it lacks, and asking
   again would only get the same answer (llama.cpp answers a json_schema it cannot take with 500).
 - Accounted: a server that reports no usage gets its tokens counted here, by a stated estimate
-  (`estimate_tokens`), and the figure is marked as counted (`Usage.counted_calls`).
+  (`estimate_tokens`), and the figure is marked as counted (`Usage.counted_calls`); so does a
+  streamed call cut short (endpoint.py), from what was sent and what came back.
 - Counted in advance: a call's maximum (`call_maximum`: its prompt, estimated the same way, and
   its `max_tokens` in full) is what a budget guard weighs before the call is sent.
 """
@@ -31,7 +32,7 @@ from services.runtime.base.errors import SidekickError
 # A request feature named in an error body: the server says it lacks it.
 CAPABILITY = re.compile(r"response_format|json_schema|\btools?\b|tool_choice", re.I)
 RETRY_STATUSES = frozenset({408, 409, 429})
-CHARS_PER_TOKEN = 4  # the estimate: about four characters of English text per token
+CHARS_PER_TOKEN = 4  # the estimate: four ASCII characters a token, one a token for the rest
 TOKENS_PER_MESSAGE = 4  # a chat template's few tokens around each message
 NO_MAX_TOKENS = 4096  # a reply's maximum counted in advance where no max_tokens is sent
 SENT_ALONG = ("tools", "response_format")  # request parts the model reads besides the messages
@@ -91,8 +92,15 @@ def backoff(attempt: int, exc: BaseException, cap: float) -> float:
 
 
 def estimate_tokens(text: str) -> int:
-    """The stated estimate: one token per four characters, rounded up."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+    """The stated estimate: one token per four ASCII characters (rounded up) and one per any
+    other character. English runs at about four characters a token; text in other scripts
+    (Chinese, Japanese, Korean, Cyrillic, ...) at about one token a character or fewer in the
+    GPT-4o and GPT-4 tokenizers, so counting it as English, four characters a token, would
+    undercount it up to fourfold (docs/budgets.md: "How prompts are estimated")."""
+    if text.isascii():
+        return math.ceil(len(text) / CHARS_PER_TOKEN)
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_chars / CHARS_PER_TOKEN) + len(text) - ascii_chars
 
 
 def prompt_text(messages: Any) -> list[str]:
@@ -120,8 +128,8 @@ def counted(model: str, messages: Any, reply: str, extra: dict[str, Any]) -> Usa
 
 
 def prompt_estimate(messages: Any, extra: dict[str, Any] | None = None) -> int:
-    """A call's prompt in tokens, estimated as a server's missing usage is counted (about four
-    characters a token), with the tool definitions and response format it sends."""
+    """A call's prompt in tokens, estimated as a server's missing usage is counted
+    (`estimate_tokens`), with the tool definitions and response format it sends."""
     sent = extra or {}
     parts = prompt_text(messages) + [
         json.dumps(sent[k], default=str) for k in SENT_ALONG if sent.get(k)

@@ -300,12 +300,16 @@ class LLMClient:
                     raise
                 how = "marker"
                 continue
+            finally:
+                # What the call spent, however it ended: answered, closed early by the caller
+                # (a cancel, a client gone), cancelled, timed out or failed midway (endpoint.py
+                # counts a cut call from what was sent and received, marked as counted).
+                result.usage = result.usage + raw.usage
+                result.model = raw.model or result.model or ep.model
             tail = marker.end() if marker is not None else ""
             if tail:
                 result.text += tail
                 yield tail
-            result.usage = result.usage + raw.usage
-            result.model = raw.model or ep.model
             called = marker.called if marker is not None else choices.argument_of(choice, raw)
             if called is not None:
                 result.called = called

@@ -267,7 +267,12 @@ class Endpoint:
     ) -> AsyncGenerator[str, None]:
         """Text deltas as they arrive; function calls the model makes are gathered in
         `result.tool_calls` (complete once the iteration ends). Closing the generator early,
-        or the timeout running out, closes the response, which stops the model."""
+        or the timeout running out, closes the response, which stops the model.
+
+        `result.usage` is what the call spent however it ends: the server's usage when its
+        last event came, else (a stream closed early by the caller, cancelled, timed out or
+        failed once the server had begun to answer) counted here from what was sent and what
+        came back, marked as counted (`Usage.counted_calls`)."""
         self._require()
         started = time.perf_counter()
         body = {
@@ -278,9 +283,11 @@ class Endpoint:
             **extra,
         }
         calls: dict[int, list[str]] = {}
+        answering = False  # the server took the call: from here on it costs something
         with self._span() as span:
             try:
                 response, deadline = await self._post("/chat/completions", body, stream=True)
+                answering = True
                 try:
                     reading = events(response)
                     while True:
@@ -310,9 +317,11 @@ class Endpoint:
                 finally:
                     await response.aclose()
             except CALL_ERRORS as exc:
+                if answering:  # failed or timed out midway: what it spent so far is counted
+                    self._spent_so_far(result, calls, messages, body)
                 raise self._fail(exc, span, started) from exc
-            except GeneratorExit:  # the caller stopped reading: the call still happened
-                self._streamed(result, calls, span, started, messages, body)
+            except (GeneratorExit, asyncio.CancelledError):  # stopped reading: it still spent
+                self._streamed(result, calls, span, started, messages, body, whole=False)
                 raise
             self._streamed(result, calls, span, started, messages, body)
 
@@ -324,19 +333,35 @@ class Endpoint:
         started: float,
         messages: Messages,
         body: dict[str, Any],
+        *,
+        whole: bool = True,
     ) -> None:
+        """A stream that ended (`whole`: read to its end; else closed early by the caller):
+        its tool calls, model and usage, recorded."""
+        if whole:  # a stream cut short says nothing of whether the server reports usage
+            MODES.usage_seen(self.key, result.usage.calls > 0)
+        self._spent_so_far(result, calls, messages, body)
+        span.set_attribute("gen_ai.response.model", result.model)
+        self._record(result.usage, started, span)
+        self._cut(result.finish_reason, body, result.usage.output_tokens)
+
+    def _spent_so_far(
+        self,
+        result: StreamResult,
+        calls: dict[int, list[str]],
+        messages: Messages,
+        body: dict[str, Any],
+    ) -> None:
+        """Fill in what the call made and spent: its tool calls, its model, and its usage, the
+        server's if it reported it, else counted from what was sent and what came back."""
         result.tool_calls = [
             ToolCall(id=parts[0], name=parts[1], arguments=parts[2])
             for _, parts in sorted(calls.items())
         ]
         result.model = result.model or self.model
-        MODES.usage_seen(self.key, result.usage.calls > 0)
         if result.usage.calls == 0:  # the server reported none: counted here
             said = result.text + "".join(c.arguments for c in result.tool_calls)
             result.usage = rules.counted(result.model, messages, said, body)
-        span.set_attribute("gen_ai.response.model", result.model)
-        self._record(result.usage, started, span)
-        self._cut(result.finish_reason, body, result.usage.output_tokens)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         self._require()

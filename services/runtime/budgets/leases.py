@@ -1,0 +1,643 @@
+"""Leases: a process's slice of a principal's day (and of a session's allowance), taken by one
+compare-and-set, spent in memory step by step, and counted into, topped up and returned the same
+way. The `Ledger` is a process's accounts, one `Account` per key of the `budgets` bucket.
+
+A lease is one entry of the key's value (`held["lease.<service>.<id>"]`, step `lease`), so the
+invariant holds.py keeps for per-step holds covers it unchanged: at every write that grows a
+reservation
+
+    counted + every live lease + every live per-step hold <= the limit.
+
+Inside the process the lease is spent in memory: a step's hold is taken from it when it fits
+(the same rules as a per-step hold: a redelivered step gets what it got, a step its request's
+hold covers takes nothing more), so that its live holds plus the spend counted here but not
+yet written never pass the lease. A request's spend ends up in `pending` (batched): every
+`SIDEKICK_BUDGET_FLUSH_SECONDS` one compare-and-set adds all of it to the count (by request id,
+so a redelivery or another replica that counted it first is never counted twice), shrinks the
+lease by what its own holds spent, and renews the lease for `SIDEKICK_BUDGET_LEASE_SECONDS`.
+A session's account writes its batch when its lease is returned (idle), topped up or renewed.
+
+When a lease is taken: only for a principal that is busy in this process (`HOT_STEPS` steps in
+`HOT_WINDOW` seconds; below that a per-step hold costs less than a lease) and, for a session,
+only while its principal's day is leased here. Its size: the recent rate of holds over
+`HORIZON` seconds, at least `SLICE_STEPS` of the step asking, never more than a fair share
+(half of what is left, split among the leases already there). Near the limit (less left than
+`FEW_SLICES` slices) no lease is taken or topped up and a lease shrinks to what it has in use:
+steps are held one by one in the bucket (holds.py), as before.
+
+A lease lapses when its process dies (`until`), so a dead process's slice returns after at most
+`SIDEKICK_BUDGET_LEASE_SECONDS`; the counts it had batched but not written are lost with it (at
+most one flush interval of its spend, never more than its lease). A process that stops cleanly
+writes its batch and turns each hold it still has into a per-step hold (`drain`).
+
+A count that cannot be written (the bus is out) stays in `pending` and is retried, with the
+same request id, until it lands: an outage delays a count, never loses it.
+
+The recent steps of a principal decide whether it is busy; the day's account tells the session's
+whether it may lease. Writes of one key in this process take turns (`TURNS`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from nats.js.kv import KeyValue
+
+from contracts import Usage
+from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
+from services.runtime.base.settings import Settings
+from services.runtime.budgets import holds
+from services.runtime.budgets.accounts import (
+    CAS_TRIES,
+    REMEMBERED,
+    TURNS,
+    Day,
+    Days,
+    Hold,
+    backoff,
+    day_key,
+    session_key,
+)
+from services.runtime.budgets.asks import Ask
+from services.runtime.budgets.limits import Limit, Scope, limits_of
+from services.runtime.budgets.prices import Table, cost
+from services.runtime.bus.kvstore import get_model, write_if
+
+log = logging.getLogger("sidekick.budgets")
+
+LEASE = "lease"  # the step name of a lease's entry in a day's (or a session's) value
+HOT_STEPS = 3  # a principal with this many steps held here within HOT_WINDOW leases
+HOT_WINDOW = 10.0  # seconds
+SLICE_STEPS = 8  # a lease is at least this many holds of the step that asks for it
+FEW_SLICES = 4  # less left than this many slices: per-step holds (near the limit)
+HORIZON = 2.0  # seconds of the recent rate of holds a lease is sized for
+IDLE = 0.5  # seconds without a step after which a lease with nothing in use is returned
+COLD = 1.0  # seconds a key found near its limit is held per step before a lease is tried again
+MAX_RECENT = 10_000  # principals remembered for their rate before the idle ones are dropped
+GUESSES = 8  # the writes remembered per kind of guess (leases.Ledger.guess)
+Guess = Literal["known", "absent"]
+
+
+@dataclass
+class Held:
+    """A step's hold taken from the lease (as `Hold`, in memory)."""
+
+    tokens: int
+    usd: float
+    step: str
+    until: float
+
+
+@dataclass
+class Pending:
+    """A request's spend counted here, not yet written; `in_lease`: its hold was the lease's,
+    so the lease shrinks by it when it is written."""
+
+    usage: Usage
+    usd: float
+    in_lease: bool
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What one step's hold takes (tokens, USD): leases are sized in these."""
+
+    tokens: int
+    usd: float
+
+    @classmethod
+    def of(cls, ask: Ask) -> Unit:
+        ahead = ask.tokens + ask.rest
+        return cls(ask.used_tokens + ahead, round(ask.used_usd + ahead * ask.usd_per_token, 6))
+
+
+def _hold_of(ask: Ask) -> tuple[int, float]:
+    unit = Unit.of(ask)
+    return unit.tokens, unit.usd
+
+
+def _covers(mine: Held, ask: Ask) -> bool:
+    tokens, usd = _hold_of(ask)
+    return mine.tokens >= tokens and mine.usd >= usd
+
+
+class Account:
+    """This process's side of one key (a principal's day, or a session): its lease, the holds
+    taken from it, and the counts not yet written."""
+
+    def __init__(self, ledger: Ledger, key: str, scope: Scope) -> None:
+        self.ledger = ledger
+        self.key = key
+        self.scope = scope
+        self.size: tuple[int, float] = (0, 0.0)  # the lease as last written (0, 0: none)
+        self.until = 0.0
+        self.holds: dict[str, Held] = {}
+        self.pending: dict[str, Pending] = {}
+        self.counted: set[str] = set()  # holders known counted (read here, or written here)
+        self.known: tuple[Day, int] | None = None  # the value last read or written here
+        self.unit = Unit(0, 0.0)  # the largest step seen asking, what leases are sized in
+        self.rate = (0.0, 0.0)  # the principal's recent holds per second (tokens, USD)
+        self.last_write = 0.0
+        self.last_active = 0.0
+        self.cold_until = 0.0  # near the limit: no lease tried before this
+        self.shrinking = False  # a write that shrinks the lease is on its way: take nothing
+        self.failures = 0
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def leased(self) -> bool:
+        return self.size[0] > 0 or self.size[1] > 0
+
+    def in_use(self, now: float, besides: str = "") -> tuple[int, float]:
+        """What the lease has in use: its live holds and the spend of its holds not yet
+        written."""
+        tokens, usd = 0, 0.0
+        for holder, held in self.holds.items():
+            if holder != besides and held.until > now:
+                tokens, usd = tokens + held.tokens, usd + held.usd
+        for spent in self.pending.values():
+            if spent.in_lease:
+                used = spent.usage
+                tokens, usd = tokens + used.input_tokens + used.output_tokens, usd + spent.usd
+        return tokens, round(usd, 6)
+
+    def take(self, holder: str, ask: Ask, ttl: float, now: float) -> int | None:
+        """The step's hold from the lease, as holds.py grants one (a redelivered step gets what
+        it got; a step its request's hold covers takes nothing more), or None when the lease
+        has no room for all it asks (`ask.tokens` and the rest of its attempt)."""
+        mine = self.holds.get(holder)
+        if mine is not None and mine.until <= now:
+            del self.holds[holder]
+            mine = None
+        if mine is not None and mine.step == ask.step:
+            return min(max(mine.tokens - ask.used_tokens, 0), ask.tokens)
+        if holder in self.counted or holder in self.pending:
+            return ask.tokens  # counted already: it has ended, nothing more is sent for it
+        if mine is not None and _covers(mine, ask):
+            return ask.tokens
+        if not self.leased or self.shrinking or self.until <= now:
+            return None  # no lease, one on its way down, or one that lapsed (not renewed)
+        tokens, usd = _hold_of(ask)
+        used_tokens, used_usd = self.in_use(now, besides=holder)
+        if used_tokens + tokens > self.size[0] or used_usd + usd > self.size[1] + 1e-9:
+            return None
+        self.holds[holder] = Held(tokens, usd, ask.step, now + ttl)
+        self.last_active = now
+        return ask.tokens
+
+    def noted(self, ask: Ask, rate: tuple[float, float]) -> None:
+        unit = Unit.of(ask)
+        self.unit = Unit(max(self.unit.tokens, unit.tokens), max(self.unit.usd, unit.usd))
+        self.rate = rate
+
+    # --- the one write -------------------------------------------------------------------
+
+    async def sync(self, grow: bool = False, *, final: bool = False) -> None:
+        """One compare-and-set of the key: the batched counts added (each request once), the
+        lease shrunk by what its holds spent, renewed, and grown (`grow`: a step did not fit),
+        shrunk to what it has in use near the limit or when idle, or (`final`: the process
+        stops) returned, its holds left as per-step holds."""
+        async with TURNS.turn(self.key):
+            await self._sync(grow, final)
+
+    async def _sync(self, grow: bool, final: bool) -> None:
+        kv = self.ledger.bucket()
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                await backoff(attempt)
+            guess = self.ledger.guess(self) if not attempt else None
+            if guess == "known" and self.known is not None:
+                day, revision = self.known
+            elif guess == "absent":
+                day, revision = Day(), 0
+            else:
+                found, revision = await get_model(kv, self.key, Day)
+                day = found or Day()
+            now = time.time()
+            batch = dict(self.pending)
+            value, size, fresh, shrink = self._next(day, batch, now, grow, final)
+            if value is None:
+                self.known = (day, revision)
+                return
+            self.shrinking = shrink
+            try:
+                written = await write_if(kv, self.key, value, revision)
+            finally:
+                self.shrinking = False
+            self.ledger.guessed(self.scope, guess, right=written is not None)
+            if written is None:
+                self.known = None
+                continue
+            self._wrote(day, value, written, batch, size, fresh, now)
+            return
+        raise RuntimeError(f"could not write the budget of {self.key} (contention)")
+
+    def _next(
+        self, day: Day, batch: dict[str, Pending], now: float, grow: bool, final: bool
+    ) -> tuple[Day | None, tuple[int, float], dict[str, Pending], bool]:
+        """The value to write (None: nothing to), the lease's new size, the counts it adds
+        for the first time, and whether it shrinks the lease below what it had room for."""
+        counted_before = set(day.counted)
+        fresh = {h: p for h, p in batch.items() if h not in counted_before}
+        add = Usage()
+        for spent in fresh.values():
+            add = add + spent.usage
+        add_usd = round(sum(p.usd for p in fresh.values()), 6)
+        name = self.ledger.lease_name
+        held = {r: h for r, h in day.held.items() if h.until > now and r not in batch and r != name}
+        gone = {h for h in self.holds if h in counted_before or self.holds[h].until <= now}
+        live = {h: v for h, v in self.holds.items() if h not in gone}
+        rest = {h: p for h, p in self.pending.items() if h not in batch}
+        use_t = sum(v.tokens for v in live.values()) + sum(
+            p.usage.input_tokens + p.usage.output_tokens for p in rest.values() if p.in_lease
+        )
+        use_u = round(
+            sum(v.usd for v in live.values()) + sum(p.usd for p in rest.values() if p.in_lease),
+            6,
+        )
+        leaving = [p for p in batch.values() if p.in_lease]
+        out_t = sum(p.usage.input_tokens + p.usage.output_tokens for p in leaving)
+        out_u = sum(p.usd for p in leaving)
+        keep = (max(self.size[0] - out_t, use_t), round(max(self.size[1] - out_u, use_u), 6))
+        if not self.leased:
+            keep = (0, 0.0)
+        counted_t = day.input_tokens + day.output_tokens + add.input_tokens + add.output_tokens
+        counted_u = day.usd + add_usd
+        limits = limits_of(self.ledger.settings, self.scope)
+        room_t = limits[0] - counted_t - sum(h.tokens for h in held.values())
+        room_u = limits[1] - counted_u - sum(h.usd for h in held.values())
+        leases = sum(1 for h in held.values() if h.step == LEASE)
+        unit = self.unit
+        near = room_t < FEW_SLICES * SLICE_STEPS * unit.tokens or (
+            unit.usd > 0 and room_u < FEW_SLICES * SLICE_STEPS * unit.usd
+        )
+        idle = not live and now - self.last_active >= IDLE
+        shrink = False
+        if final:
+            size, shrink = (0, 0.0), True
+            for holder, mine in live.items():  # per-step holds now, lapsing as they would
+                held[holder] = Hold(
+                    tokens=mine.tokens, usd=round(mine.usd, 6), step=mine.step, until=mine.until
+                )
+        elif near or (idle and not grow):
+            size = (use_t, use_u) if self.leased else (0, 0.0)
+            shrink = size != keep
+            if near:
+                self.cold_until = now + COLD
+        elif grow:
+            fair_t = math.floor(room_t / (2 * (leases + 1)))
+            fair_u = room_u / (2 * (leases + 1))
+            want_t = max(SLICE_STEPS * unit.tokens, math.ceil(self.rate[0] * HORIZON))
+            want_u = max(SLICE_STEPS * unit.usd, self.rate[1] * HORIZON)
+            size = (
+                max(keep[0], min(use_t + want_t, fair_t)),
+                round(max(keep[1], min(use_u + want_u, fair_u)), 6),
+            )
+        else:
+            size = keep
+        renew = self.leased and self.until - now <= self.ledger.settings.budget_lease_seconds / 2
+        if not (batch or final or size != keep or renew):
+            return None, size, fresh, False
+        if size[0] > 0 or size[1] > 0:
+            held[name] = Hold(
+                tokens=size[0],
+                usd=round(size[1], 6),
+                step=LEASE,
+                until=now + self.ledger.settings.budget_lease_seconds,
+            )
+        value = Day(
+            input_tokens=day.input_tokens + add.input_tokens,
+            output_tokens=day.output_tokens + add.output_tokens,
+            calls=day.calls + add.calls,
+            usd=round(counted_u, 6),
+            counted=[*day.counted, *fresh][-REMEMBERED:],
+            held=held,
+        )
+        return value, size, fresh, shrink
+
+    def _wrote(
+        self,
+        before: Day,
+        value: Day,
+        revision: int,
+        batch: dict[str, Pending],
+        size: tuple[int, float],
+        fresh: dict[str, Pending],
+        now: float,
+    ) -> None:
+        self.known = (value, revision)
+        grew = size[0] > self.size[0] or size[1] > self.size[1]
+        self.size = size
+        if self.leased:
+            self.until = now + self.ledger.settings.budget_lease_seconds
+        for holder in batch:
+            self.pending.pop(holder, None)
+        self.counted = set(value.counted)
+        counted_before = set(before.counted)
+        for holder in [h for h, v in self.holds.items() if h in counted_before or v.until <= now]:
+            del self.holds[holder]  # counted by another process (it has ended), or lapsed
+        if not self.leased:
+            self.holds.clear()  # a final write left them as per-step holds
+        self.last_write = now
+        self.failures = 0
+        if self.scope == "daily":
+            self.ledger.spent(self.key, fresh)
+        if grew:
+            self.last_active = now
+
+    # --- the batch's writer --------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Make sure the batch is written (and the lease renewed and returned) in time."""
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+        self.wake.set()
+
+    def _due(self, now: float) -> float | None:
+        """When the next write is due (epoch seconds), or None when nothing is left: a day's
+        batch every flush interval, a session's when its lease is returned or renewed, a count
+        the store did not take at once (after the pause `_run` makes), the lease's renewal
+        halfway through its time, its return once idle."""
+        settings = self.ledger.settings
+        due: list[float] = []
+        if self.pending:
+            if self.failures or not self.leased:
+                due.append(now)
+            elif self.scope == "daily":
+                due.append(self.last_write + settings.budget_flush_seconds)
+        if self.leased:
+            due.append(self.until - settings.budget_lease_seconds / 2)
+            if not any(h.until > now for h in self.holds.values()):
+                due.append(self.last_active + IDLE)
+        return min(due) if due else None
+
+    async def _run(self) -> None:
+        while True:
+            now = time.time()
+            due = self._due(now)
+            if due is None:
+                self.ledger.forget(self)
+                return
+            if due > now:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), due - now)
+                continue
+            try:
+                await self.sync()
+            except Exception as exc:
+                self.failures += 1
+                if self.failures == 1:
+                    log.warning(
+                        "could not write the budget of %s yet (%r); its counts are kept and "
+                        "written once the store answers",
+                        self.key,
+                        exc,
+                    )
+                await asyncio.sleep(min(0.25 * self.failures, 5.0))
+            else:
+                if self.failures:
+                    log.info("the budget of %s is written again", self.key)
+
+
+class Ledger:
+    """A process's accounts: holds, counts and parks, each on the day's and the session's key,
+    from a lease where this process has one, else per step in the bucket (holds.py)."""
+
+    def __init__(
+        self, bucket: Callable[[], KeyValue], settings: Settings, table: Table, name: str = ""
+    ) -> None:
+        self.bucket = bucket
+        self.settings = settings
+        self.table = table
+        self.lease_name = f"{LEASE}.{name or 'process'}.{uuid.uuid4().hex[:12]}"
+        self.accounts: dict[str, Account] = {}
+        self.recent: dict[str, deque[tuple[float, int, float]]] = {}
+        # How the last writes of each kind of key went when taken on a guess, so that a guess
+        # that keeps failing (another process writes the same keys) is no longer made.
+        self.guesses: dict[tuple[Scope, Guess], deque[bool]] = {}
+
+    def guess(self, account: Account) -> Guess | None:
+        """What a write may start from without reading: the value this process last read or
+        wrote (`known`), or, for a key it has never seen, nothing (`absent`: a new session's
+        first write is a create); None: read first. A guess is made while most of the last
+        ones of its kind were right (a wrong one costs a write that fails, then the read)."""
+        kind: Guess = "known" if account.known is not None else "absent"
+        if kind == "absent" and account.scope != "session":
+            return None
+        past = self.guesses.get((account.scope, kind))
+        return kind if past is None or 2 * sum(past) >= len(past) else None
+
+    def guessed(self, scope: Scope, guess: Guess | None, *, right: bool) -> None:
+        if guess is not None:
+            self.guesses.setdefault((scope, guess), deque(maxlen=GUESSES)).append(right)
+            past = self.guesses[(scope, guess)]
+            if not right and len(past) == past.maxlen and not any(past):
+                past.append(True)  # now and then, guess again: the other writer may be gone
+
+    def account(self, key: str, scope: Scope) -> Account:
+        found = self.accounts.get(key)
+        if found is None:
+            if len(self.accounts) >= MAX_RECENT:
+                for idle in list(self.accounts.values()):
+                    self.forget(idle)
+            found = self.accounts[key] = Account(self, key, scope)
+        return found
+
+    def forget(self, account: Account) -> None:
+        """Drop an account with nothing left in it (no lease, no hold, no count to write, not
+        found near its limit a moment ago)."""
+        busy = account.task is not None and not account.task.done()
+        if busy and asyncio.current_task() is not account.task:
+            return
+        if account.cold_until > time.time():
+            return
+        empty = not account.leased and not account.pending and not account.holds
+        if empty and self.accounts.get(account.key) is account:
+            del self.accounts[account.key]
+
+    def _accounts(self, who: tuple[str, str]) -> tuple[Account, Account]:
+        principal, session_id = who
+        return (
+            self.account(day_key(principal), "daily"),
+            self.account(session_key(principal, session_id), "session"),
+        )
+
+    def busy(self, principal: str, ask: Ask) -> tuple[bool, tuple[float, float]]:
+        """Note a step of `principal`: whether it is busy here (HOT_STEPS steps within
+        HOT_WINDOW before this one) and its recent holds per second (tokens, USD)."""
+        now = time.monotonic()
+        steps = self.recent.get(principal)
+        if steps is None:
+            if len(self.recent) >= MAX_RECENT:
+                since = now - HOT_WINDOW
+                self.recent = {p: s for p, s in self.recent.items() if s and s[-1][0] > since}
+            steps = self.recent[principal] = deque()
+        while steps and steps[0][0] < now - HOT_WINDOW:
+            steps.popleft()
+        hot = len(steps) >= HOT_STEPS
+        unit = Unit.of(ask)
+        steps.append((now, unit.tokens, unit.usd))
+        rate = (
+            sum(s[1] for s in steps) / HOT_WINDOW,
+            sum(s[2] for s in steps) / HOT_WINDOW,
+        )
+        return hot, rate
+
+    async def _hold_at(
+        self, account: Account, holder: str, ask: Ask, lease: bool, rate: tuple[float, float]
+    ) -> int | Limit:
+        settings = self.settings
+        ttl = settings.budget_request_seconds
+        got = account.take(holder, ask, ttl, time.time())
+        if got is not None:
+            return got
+        if lease and time.time() >= account.cold_until:
+            account.noted(ask, rate)
+            try:
+                await account.sync(grow=True)
+            except Exception as exc:  # the per-step hold below reads the store again
+                log.info("could not lease %s: %r", account.key, exc)
+            else:
+                account.schedule()
+            got = account.take(holder, ask, ttl, time.time())
+            if got is not None:
+                return got
+        account.holds.pop(holder, None)  # a hold in the bucket replaces one from the lease
+        limits = limits_of(settings, account.scope)
+        try:
+            return await holds.hold(
+                self.bucket(), account.key, holder, ask, limits, account.scope, ttl
+            )
+        finally:
+            self.forget(account)
+
+    async def _release(self, account: Account, holder: str) -> None:
+        if account.holds.pop(holder, None) is None:
+            await holds.release(self.bucket(), account.key, holder)
+
+    async def hold_both(self, who: tuple[str, str], holder: str, ask: Ask) -> Limit | None:
+        """Hold one call's `ask` (whole or not at all) for `holder` in the day and the session
+        of `who` (principal, session id) at once: None once held in both, else the limit it
+        would pass (the day's first), with no hold left in either (holds.hold_both)."""
+        if ask.tokens != ask.least:
+            raise ValueError("hold_both holds one call's maximum: tokens == least")
+        day, session = self._accounts(who)
+        hot, rate = self.busy(who[0], ask)
+        if hot and not day.leased:  # the day first: its session leases once it does
+            first = await self._hold_at(day, holder, ask, hot, rate)
+            got = [first, await self._hold_at(session, holder, ask, day.leased, (0.0, 0.0))]
+        else:
+            got = list(
+                await asyncio.gather(
+                    self._hold_at(day, holder, ask, hot, rate),
+                    self._hold_at(session, holder, ask, hot and day.leased, (0.0, 0.0)),
+                )
+            )
+        refused = next((g for g in got if isinstance(g, Limit)), None)
+        if refused is not None:  # nothing is sent: no hold stays
+            for account, g in zip((day, session), got, strict=True):
+                if not isinstance(g, Limit):
+                    await self._release(account, holder)
+        return refused
+
+    async def hold_in_turn(self, who: tuple[str, str], holder: str, ask: Ask) -> int | Limit:
+        """Hold `ask` for `holder` in the day of `who`'s principal, then in its session no more
+        than the day granted (holds.hold_in_turn): the tokens granted in both, or the limit."""
+        day, session = self._accounts(who)
+        hot, rate = self.busy(who[0], ask)
+        got = await self._hold_at(day, holder, ask, hot, rate)
+        if isinstance(got, Limit):
+            return got
+        granted = min(ask.tokens, got)
+        more = await self._hold_at(
+            session, holder, replace(ask, tokens=granted), hot and day.leased, (0.0, 0.0)
+        )
+        if isinstance(more, Limit):
+            return more
+        return min(granted, more)
+
+    async def count(self, who: tuple[str, str], holder: str, usage: Usage) -> bool:
+        """Count `holder`'s ended spend in the day and the session of `who`, once each,
+        dropping its holds: now in the bucket, or in the batch of a leased account (written
+        within a flush interval), or, when the store does not answer, kept and written once it
+        does. Whether it was not known counted already (a redelivery's count is not)."""
+        usd = cost(usage, self.table)
+        day, session = self._accounts(who)
+        got = await asyncio.gather(
+            self._count_at(day, holder, usage, usd), self._count_at(session, holder, usage, usd)
+        )
+        return got[0]
+
+    async def _count_at(self, account: Account, holder: str, usage: Usage, usd: float) -> bool:
+        if holder in account.pending or holder in account.counted:
+            return False
+        if account.leased or holder in account.holds:
+            in_lease = account.holds.pop(holder, None) is not None
+            account.pending[holder] = Pending(usage, usd, in_lease)
+            account.last_active = time.time()
+            account.schedule()
+            return True
+        try:
+            _, fresh = await Days(self.bucket()).charge("", holder, usage, usd, key=account.key)
+        except Exception as exc:
+            log.warning(
+                "could not count the spend of %s yet (%r); it is kept and counted once the "
+                "store answers",
+                holder,
+                exc,
+            )
+            account.pending[holder] = Pending(usage, usd, False)
+            account.failures = max(account.failures, 1)
+            account.schedule()
+            return True
+        if fresh and account.scope == "daily":
+            self.spent(account.key, {holder: Pending(usage, usd, False)})
+        self.forget(account)
+        return fresh
+
+    def spent(self, key: str, fresh: dict[str, Pending]) -> None:
+        """The Prometheus spend counters, for counts written for the first time in the day at
+        `key` (which starts with the principal's hash: accounts.day_key)."""
+        hashed = key[:12]
+        for spent in fresh.values():
+            for model, used in spent.usage.models.items():
+                SPEND_TOKENS.labels(hashed, model, "input").inc(used.input_tokens)
+                SPEND_TOKENS.labels(hashed, model, "output").inc(used.output_tokens)
+                SPEND_USD.labels(hashed, model).inc(cost(Usage(models={model: used}), self.table))
+
+    async def park(
+        self, who: tuple[str, str], holder: str, spent: tuple[int, float], ttl: float
+    ) -> None:
+        """Settle `holder`'s holds down to `spent` (its tokens and money so far), lapsing `ttl`
+        seconds from now: in the lease's memory where it held there, else in the bucket."""
+        for account in self._accounts(who):
+            # In the bucket even where it held from the lease: a person may take hours, and
+            # the lease should not be kept (renewed) for as long.
+            await holds.park(self.bucket(), account.key, holder, spent, ttl)
+            account.holds.pop(holder, None)
+            self.forget(account)
+
+    async def drain(self) -> None:
+        """The process stops: every batch written, every lease returned (its holds left as
+        per-step holds that lapse as they would)."""
+        for account in list(self.accounts.values()):
+            if account.task is not None:
+                account.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await account.task
+            if not account.leased and not account.pending:
+                continue
+            try:
+                await account.sync(final=True)
+            except Exception as exc:
+                log.warning("could not return the lease of %s: %r", account.key, exc)
