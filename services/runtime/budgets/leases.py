@@ -487,10 +487,8 @@ class Ledger:
         hot = len(steps) >= HOT_STEPS
         unit = Unit.of(ask)
         steps.append((now, unit.tokens, unit.usd))
-        rate = (
-            sum(s[1] for s in steps) / HOT_WINDOW,
-            sum(s[2] for s in steps) / HOT_WINDOW,
-        )
+        span = max(now - steps[0][0], 1.0)  # a burst counts as a second's worth at least
+        rate = (sum(s[1] for s in steps) / span, sum(s[2] for s in steps) / span)
         return hot, rate
 
     async def _hold_at(

@@ -231,16 +231,20 @@ class LLMClient:
         its retries, for a transient reason) before its first delta."""
         started = False
         try:
-            async for delta in deltas(self.primary):
-                started = True
-                yield delta
+            # Closed with this one (a caller that stops reading), so that the call's stream is
+            # closed, and what it spent is added, before the caller goes on.
+            async with contextlib.aclosing(deltas(self.primary)) as primary:
+                async for delta in primary:
+                    started = True
+                    yield delta
             return
         except LLMUnavailable as exc:
             if started or self.fallback is None or not exc.transient:
                 raise
             self._warn_fallback(self.fallback, how)
-        async for delta in deltas(self.fallback):
-            yield delta
+        async with contextlib.aclosing(deltas(self.fallback)) as fallback:
+            async for delta in fallback:
+                yield delta
 
     def stream(
         self, messages: Messages, result: StreamResult, **extra: Any
