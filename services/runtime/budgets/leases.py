@@ -1,40 +1,25 @@
-"""Leases: a process's slice of a principal's day (and of a session's allowance), taken by one
-compare-and-set, spent in memory step by step, and counted into, topped up and returned the same
-way. The `Ledger` is a process's accounts, one `Account` per key of the `budgets` bucket.
+"""Leases: a process's slice of a principal's day (or of a session's allowance), taken by one
+compare-and-set, spent in memory step by step, and counted into, topped up, renewed and returned
+the same way. An `Account` is this process's side of one key of the `budgets` bucket; the
+`Ledger` (ledger.py) keeps them and decides, step by step, whether a lease or a per-step hold
+(holds.py) serves.
 
 A lease is one entry of the key's value (`held["lease.<service>.<id>"]`, step `lease`), so the
-invariant holds.py keeps for per-step holds covers it unchanged: at every write that grows a
-reservation
+invariant of per-step holds covers it unchanged: at every write that grows a reservation,
+counted + every live lease + every live per-step hold <= the limit. In memory, the lease's live
+holds plus the spend counted here but not yet written (`pending`) never pass the lease.
 
-    counted + every live lease + every live per-step hold <= the limit.
-
-Inside the process the lease is spent in memory: a step's hold is taken from it when it fits
-(the same rules as a per-step hold: a redelivered step gets what it got, a step its request's
-hold covers takes nothing more), so that its live holds plus the spend counted here but not
-yet written never pass the lease. A request's spend ends up in `pending` (batched): every
-`SIDEKICK_BUDGET_FLUSH_SECONDS` one compare-and-set adds all of it to the count (by request id,
-so a redelivery or another replica that counted it first is never counted twice), shrinks the
-lease by what its own holds spent, and renews the lease for `SIDEKICK_BUDGET_LEASE_SECONDS`.
-A session's account writes its batch when its lease is returned (idle), topped up or renewed.
-
-When a lease is taken: only for a principal that is busy in this process (`HOT_STEPS` steps in
-`HOT_WINDOW` seconds; below that a per-step hold costs less than a lease) and, for a session,
-only while its principal's day is leased here. Its size: the recent rate of holds over
-`HORIZON` seconds, at least `SLICE_STEPS` of the step asking, never more than a fair share
-(half of what is left, split among the leases already there). Near the limit (less left than
-`FEW_SLICES` slices) no lease is taken or topped up and a lease shrinks to what it has in use:
-steps are held one by one in the bucket (holds.py), as before.
-
-A lease lapses when its process dies (`until`), so a dead process's slice returns after at most
-`SIDEKICK_BUDGET_LEASE_SECONDS`; the counts it had batched but not written are lost with it (at
-most one flush interval of its spend, never more than its lease). A process that stops cleanly
-writes its batch and turns each hold it still has into a per-step hold (`drain`).
-
-A count that cannot be written (the bus is out) stays in `pending` and is retried, with the
-same request id, until it lands: an outage delays a count, never loses it.
-
-The recent steps of a principal decide whether it is busy; the day's account tells the session's
-whether it may lease. Writes of one key in this process take turns (`TURNS`)."""
+One write (`sync`) does all there is to do: adds the batch to the count (by request id: one
+that another process or a redelivery counted first is not counted again), shrinks the lease by
+what its holds spent, renews it for SIDEKICK_BUDGET_LEASE_SECONDS, grows it when a step did not
+fit (the recent rate over `HORIZON` seconds, at least `SLICE_STEPS` steps, never more than a
+fair share: half of what is left, split among the leases there), shrinks it to what is in use
+near the limit (less left than `FEW_SLICES` slices) or when idle, and, as the process stops,
+returns it, the holds it still has left as per-step holds. A day's account writes every
+SIDEKICK_BUDGET_FLUSH_SECONDS, a session's when its lease is returned or renewed; a count that
+cannot be written is kept and written again until it lands. A lease whose process died lapses
+at its `until`; the counts it had not written are lost with it (at most one flush interval of
+its spend, never more than its lease). docs/budgets.md ("Leases") gives the bounds."""
 
 from __future__ import annotations
 
@@ -43,32 +28,17 @@ import contextlib
 import logging
 import math
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from nats.js.kv import KeyValue
 
 from contracts import Usage
-from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.base.settings import Settings
-from services.runtime.budgets import holds
-from services.runtime.budgets.accounts import (
-    CAS_TRIES,
-    REMEMBERED,
-    TURNS,
-    Day,
-    Days,
-    Hold,
-    backoff,
-    day_key,
-    session_key,
-)
+from services.runtime.budgets.accounts import CAS_TRIES, REMEMBERED, TURNS, Day, Hold, backoff
 from services.runtime.budgets.asks import Ask
-from services.runtime.budgets.limits import Limit, Scope, limits_of
-from services.runtime.budgets.prices import Table, cost
+from services.runtime.budgets.limits import Scope, limits_of
 from services.runtime.bus.kvstore import get_model, write_if
 
 log = logging.getLogger("sidekick.budgets")
@@ -82,8 +52,24 @@ HORIZON = 2.0  # seconds of the recent rate of holds a lease is sized for
 IDLE = 0.5  # seconds without a step after which a lease with nothing in use is returned
 COLD = 1.0  # seconds a key found near its limit is held per step before a lease is tried again
 MAX_RECENT = 10_000  # principals remembered for their rate before the idle ones are dropped
-GUESSES = 8  # the writes remembered per kind of guess (leases.Ledger.guess)
+GUESSES = 8  # the writes remembered per kind of guess (ledger.Ledger.guess)
 Guess = Literal["known", "absent"]
+
+
+class Owner(Protocol):
+    """What an account needs of the ledger that keeps it (ledger.Ledger)."""
+
+    bucket: Callable[[], KeyValue]
+    settings: Settings
+    lease_name: str
+
+    def guess(self, account: Account) -> Guess | None: ...
+
+    def guessed(self, scope: Scope, guess: Guess | None, *, right: bool) -> None: ...
+
+    def spent(self, key: str, fresh: dict[str, Pending]) -> None: ...
+
+    def forget(self, account: Account) -> None: ...
 
 
 @dataclass
@@ -133,7 +119,7 @@ class Account:
     """This process's side of one key (a principal's day, or a session): its lease, the holds
     taken from it, and the counts not yet written."""
 
-    def __init__(self, ledger: Ledger, key: str, scope: Scope) -> None:
+    def __init__(self, ledger: Owner, key: str, scope: Scope) -> None:
         self.ledger = ledger
         self.key = key
         self.scope = scope
@@ -407,235 +393,3 @@ class Account:
             else:
                 if self.failures:
                     log.info("the budget of %s is written again", self.key)
-
-
-class Ledger:
-    """A process's accounts: holds, counts and parks, each on the day's and the session's key,
-    from a lease where this process has one, else per step in the bucket (holds.py)."""
-
-    def __init__(
-        self, bucket: Callable[[], KeyValue], settings: Settings, table: Table, name: str = ""
-    ) -> None:
-        self.bucket = bucket
-        self.settings = settings
-        self.table = table
-        self.lease_name = f"{LEASE}.{name or 'process'}.{uuid.uuid4().hex[:12]}"
-        self.accounts: dict[str, Account] = {}
-        self.recent: dict[str, deque[tuple[float, int, float]]] = {}
-        # How the last writes of each kind of key went when taken on a guess, so that a guess
-        # that keeps failing (another process writes the same keys) is no longer made.
-        self.guesses: dict[tuple[Scope, Guess], deque[bool]] = {}
-
-    def guess(self, account: Account) -> Guess | None:
-        """What a write may start from without reading: the value this process last read or
-        wrote (`known`), or, for a key it has never seen, nothing (`absent`: a new session's
-        first write is a create); None: read first. A guess is made while most of the last
-        ones of its kind were right (a wrong one costs a write that fails, then the read)."""
-        kind: Guess = "known" if account.known is not None else "absent"
-        if kind == "absent" and account.scope != "session":
-            return None
-        past = self.guesses.get((account.scope, kind))
-        return kind if past is None or 2 * sum(past) >= len(past) else None
-
-    def guessed(self, scope: Scope, guess: Guess | None, *, right: bool) -> None:
-        if guess is not None:
-            self.guesses.setdefault((scope, guess), deque(maxlen=GUESSES)).append(right)
-            past = self.guesses[(scope, guess)]
-            if not right and len(past) == past.maxlen and not any(past):
-                past.append(True)  # now and then, guess again: the other writer may be gone
-
-    def account(self, key: str, scope: Scope) -> Account:
-        found = self.accounts.get(key)
-        if found is None:
-            if len(self.accounts) >= MAX_RECENT:
-                for idle in list(self.accounts.values()):
-                    self.forget(idle)
-            found = self.accounts[key] = Account(self, key, scope)
-        return found
-
-    def forget(self, account: Account) -> None:
-        """Drop an account with nothing left in it (no lease, no hold, no count to write, not
-        found near its limit a moment ago)."""
-        busy = account.task is not None and not account.task.done()
-        if busy and asyncio.current_task() is not account.task:
-            return
-        if account.cold_until > time.time():
-            return
-        empty = not account.leased and not account.pending and not account.holds
-        if empty and self.accounts.get(account.key) is account:
-            del self.accounts[account.key]
-
-    def _accounts(self, who: tuple[str, str]) -> tuple[Account, Account]:
-        principal, session_id = who
-        return (
-            self.account(day_key(principal), "daily"),
-            self.account(session_key(principal, session_id), "session"),
-        )
-
-    def busy(self, principal: str, ask: Ask) -> tuple[bool, tuple[float, float]]:
-        """Note a step of `principal`: whether it is busy here (HOT_STEPS steps within
-        HOT_WINDOW before this one) and its recent holds per second (tokens, USD)."""
-        now = time.monotonic()
-        steps = self.recent.get(principal)
-        if steps is None:
-            if len(self.recent) >= MAX_RECENT:
-                since = now - HOT_WINDOW
-                self.recent = {p: s for p, s in self.recent.items() if s and s[-1][0] > since}
-            steps = self.recent[principal] = deque()
-        while steps and steps[0][0] < now - HOT_WINDOW:
-            steps.popleft()
-        hot = len(steps) >= HOT_STEPS
-        unit = Unit.of(ask)
-        steps.append((now, unit.tokens, unit.usd))
-        span = max(now - steps[0][0], 1.0)  # a burst counts as a second's worth at least
-        rate = (sum(s[1] for s in steps) / span, sum(s[2] for s in steps) / span)
-        return hot, rate
-
-    async def _hold_at(
-        self, account: Account, holder: str, ask: Ask, lease: bool, rate: tuple[float, float]
-    ) -> int | Limit:
-        settings = self.settings
-        ttl = settings.budget_request_seconds
-        got = account.take(holder, ask, ttl, time.time())
-        if got is not None:
-            return got
-        if lease and time.time() >= account.cold_until:
-            account.noted(ask, rate)
-            try:
-                await account.sync(grow=True)
-            except Exception as exc:  # the per-step hold below reads the store again
-                log.info("could not lease %s: %r", account.key, exc)
-            else:
-                account.schedule()
-            got = account.take(holder, ask, ttl, time.time())
-            if got is not None:
-                return got
-        account.holds.pop(holder, None)  # a hold in the bucket replaces one from the lease
-        limits = limits_of(settings, account.scope)
-        try:
-            return await holds.hold(
-                self.bucket(), account.key, holder, ask, limits, account.scope, ttl
-            )
-        finally:
-            self.forget(account)
-
-    async def _release(self, account: Account, holder: str) -> None:
-        if account.holds.pop(holder, None) is None:
-            await holds.release(self.bucket(), account.key, holder)
-
-    async def hold_both(self, who: tuple[str, str], holder: str, ask: Ask) -> Limit | None:
-        """Hold one call's `ask` (whole or not at all) for `holder` in the day and the session
-        of `who` (principal, session id) at once: None once held in both, else the limit it
-        would pass (the day's first), with no hold left in either (holds.hold_both)."""
-        if ask.tokens != ask.least:
-            raise ValueError("hold_both holds one call's maximum: tokens == least")
-        day, session = self._accounts(who)
-        hot, rate = self.busy(who[0], ask)
-        if hot and not day.leased:  # the day first: its session leases once it does
-            first = await self._hold_at(day, holder, ask, hot, rate)
-            got = [first, await self._hold_at(session, holder, ask, day.leased, (0.0, 0.0))]
-        else:
-            got = list(
-                await asyncio.gather(
-                    self._hold_at(day, holder, ask, hot, rate),
-                    self._hold_at(session, holder, ask, hot and day.leased, (0.0, 0.0)),
-                )
-            )
-        refused = next((g for g in got if isinstance(g, Limit)), None)
-        if refused is not None:  # nothing is sent: no hold stays
-            for account, g in zip((day, session), got, strict=True):
-                if not isinstance(g, Limit):
-                    await self._release(account, holder)
-        return refused
-
-    async def hold_in_turn(self, who: tuple[str, str], holder: str, ask: Ask) -> int | Limit:
-        """Hold `ask` for `holder` in the day of `who`'s principal, then in its session no more
-        than the day granted (holds.hold_in_turn): the tokens granted in both, or the limit."""
-        day, session = self._accounts(who)
-        hot, rate = self.busy(who[0], ask)
-        got = await self._hold_at(day, holder, ask, hot, rate)
-        if isinstance(got, Limit):
-            return got
-        granted = min(ask.tokens, got)
-        more = await self._hold_at(
-            session, holder, replace(ask, tokens=granted), hot and day.leased, (0.0, 0.0)
-        )
-        if isinstance(more, Limit):
-            return more
-        return min(granted, more)
-
-    async def count(self, who: tuple[str, str], holder: str, usage: Usage) -> bool:
-        """Count `holder`'s ended spend in the day and the session of `who`, once each,
-        dropping its holds: now in the bucket, or in the batch of a leased account (written
-        within a flush interval), or, when the store does not answer, kept and written once it
-        does. Whether it was not known counted already (a redelivery's count is not)."""
-        usd = cost(usage, self.table)
-        day, session = self._accounts(who)
-        got = await asyncio.gather(
-            self._count_at(day, holder, usage, usd), self._count_at(session, holder, usage, usd)
-        )
-        return got[0]
-
-    async def _count_at(self, account: Account, holder: str, usage: Usage, usd: float) -> bool:
-        if holder in account.pending or holder in account.counted:
-            return False
-        if account.leased or holder in account.holds:
-            in_lease = account.holds.pop(holder, None) is not None
-            account.pending[holder] = Pending(usage, usd, in_lease)
-            account.last_active = time.time()
-            account.schedule()
-            return True
-        try:
-            _, fresh = await Days(self.bucket()).charge("", holder, usage, usd, key=account.key)
-        except Exception as exc:
-            log.warning(
-                "could not count the spend of %s yet (%r); it is kept and counted once the "
-                "store answers",
-                holder,
-                exc,
-            )
-            account.pending[holder] = Pending(usage, usd, False)
-            account.failures = max(account.failures, 1)
-            account.schedule()
-            return True
-        if fresh and account.scope == "daily":
-            self.spent(account.key, {holder: Pending(usage, usd, False)})
-        self.forget(account)
-        return fresh
-
-    def spent(self, key: str, fresh: dict[str, Pending]) -> None:
-        """The Prometheus spend counters, for counts written for the first time in the day at
-        `key` (which starts with the principal's hash: accounts.day_key)."""
-        hashed = key[:12]
-        for spent in fresh.values():
-            for model, used in spent.usage.models.items():
-                SPEND_TOKENS.labels(hashed, model, "input").inc(used.input_tokens)
-                SPEND_TOKENS.labels(hashed, model, "output").inc(used.output_tokens)
-                SPEND_USD.labels(hashed, model).inc(cost(Usage(models={model: used}), self.table))
-
-    async def park(
-        self, who: tuple[str, str], holder: str, spent: tuple[int, float], ttl: float
-    ) -> None:
-        """Settle `holder`'s holds down to `spent` (its tokens and money so far), lapsing `ttl`
-        seconds from now: in the lease's memory where it held there, else in the bucket."""
-        for account in self._accounts(who):
-            # In the bucket even where it held from the lease: a person may take hours, and
-            # the lease should not be kept (renewed) for as long.
-            await holds.park(self.bucket(), account.key, holder, spent, ttl)
-            account.holds.pop(holder, None)
-            self.forget(account)
-
-    async def drain(self) -> None:
-        """The process stops: every batch written, every lease returned (its holds left as
-        per-step holds that lapse as they would)."""
-        for account in list(self.accounts.values()):
-            if account.task is not None:
-                account.task.cancel()
-                with contextlib.suppress(BaseException):
-                    await account.task
-            if not account.leased and not account.pending:
-                continue
-            try:
-                await account.sync(final=True)
-            except Exception as exc:
-                log.warning("could not return the lease of %s: %r", account.key, exc)

@@ -53,7 +53,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.budgets.accounts import holder_of
 from services.runtime.budgets.asks import Ask, Asks
 from services.runtime.budgets.guard import request_guard
-from services.runtime.budgets.leases import Ledger
+from services.runtime.budgets.ledger import Ledger
 from services.runtime.budgets.limits import Limit, allowance, request_limit
 from services.runtime.budgets.prices import cost, prices
 from services.runtime.bus.core import Bus

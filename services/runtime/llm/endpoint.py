@@ -35,7 +35,14 @@ from services.runtime.base.settings import LLMConfig
 from services.runtime.llm import calls as rules
 from services.runtime.llm.calls import CallTimeout
 from services.runtime.llm.modes import MODES
-from services.runtime.llm.sse import TRANSPORT_ERRORS, Response, StreamError, events
+from services.runtime.llm.sse import (
+    TRANSPORT_ERRORS,
+    Response,
+    StreamError,
+    as_text,
+    events,
+    gather_tool_calls,
+)
 from services.runtime.llm.types import ChatReply, Messages, StreamResult, ToolCall
 
 log = logging.getLogger("sidekick.llm")
@@ -229,7 +236,7 @@ class Endpoint:
                 ToolCall(
                     id=str(call.get("id") or ""),
                     name=str(fn.get("name") or ""),
-                    arguments=_text(fn.get("arguments")),
+                    arguments=as_text(fn.get("arguments")),
                 )
                 for call in message.get("tool_calls") or []
                 if isinstance(fn := call.get("function"), dict)
@@ -307,7 +314,7 @@ class Endpoint:
                         for choice in data.get("choices") or ():
                             delta = choice.get("delta") or {}
                             if tool_calls := delta.get("tool_calls"):
-                                _gather(calls, tool_calls)
+                                gather_tool_calls(calls, tool_calls)
                             if choice.get("finish_reason"):
                                 result.finish_reason = choice["finish_reason"]
                             text = delta.get("content")
@@ -388,25 +395,3 @@ def _reported(usage: Any) -> bool:
     return isinstance(usage, dict) and bool(
         usage.get("prompt_tokens") or usage.get("completion_tokens")
     )
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
-
-
-def _gather(calls: dict[int, list[str]], deltas: list[dict[str, Any]]) -> None:
-    """Fold streamed tool-call fragments (by index: id and name first, then the arguments in
-    pieces) into `calls[index] = [id, name, arguments]`."""
-    for i, delta in enumerate(deltas):
-        index = delta.get("index", i)
-        parts = calls.setdefault(index if isinstance(index, int) else i, ["", "", ""])
-        if delta.get("id"):
-            parts[0] = str(delta["id"])
-        fn = delta.get("function") or {}
-        name = str(fn.get("name") or "")
-        if name and name != parts[1]:  # a server may repeat the whole name in each fragment
-            parts[1] += name
-        if fn.get("arguments"):
-            parts[2] += _text(fn["arguments"])
