@@ -91,6 +91,10 @@ class Pending:
     usd: float
     in_lease: bool
 
+    @property
+    def tokens(self) -> int:
+        return self.usage.input_tokens + self.usage.output_tokens
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -125,8 +129,11 @@ class Account:
         self.scope = scope
         self.size: tuple[int, float] = (0, 0.0)  # the lease as last written (0, 0: none)
         self.until = 0.0
+        # Changed only through hold/drop/spend/written, which keep the sums of what is in use.
         self.holds: dict[str, Held] = {}
         self.pending: dict[str, Pending] = {}
+        self._held = (0, 0.0)  # the holds' sum (lapsed ones too, until a write prunes them)
+        self._spent = (0, 0.0)  # the sum of the pending spend whose hold was the lease's
         self.counted: set[str] = set()  # holders known counted (read here, or written here)
         self.known: tuple[Day, int] | None = None  # the value last read or written here
         self.unit = Unit(0, 0.0)  # the largest step seen asking, what leases are sized in
@@ -143,18 +150,37 @@ class Account:
     def leased(self) -> bool:
         return self.size[0] > 0 or self.size[1] > 0
 
-    def in_use(self, now: float, besides: str = "") -> tuple[int, float]:
-        """What the lease has in use: its live holds and the spend of its holds not yet
-        written."""
-        tokens, usd = 0, 0.0
-        for holder, held in self.holds.items():
-            if holder != besides and held.until > now:
-                tokens, usd = tokens + held.tokens, usd + held.usd
-        for spent in self.pending.values():
-            if spent.in_lease:
-                used = spent.usage
-                tokens, usd = tokens + used.input_tokens + used.output_tokens, usd + spent.usd
+    def in_use(self, besides: str = "") -> tuple[int, float]:
+        """What the lease has in use: its holds and the spend of its holds not yet written
+        (`besides`' hold left out)."""
+        tokens, usd = self._held[0] + self._spent[0], self._held[1] + self._spent[1]
+        mine = self.holds.get(besides) if besides else None
+        if mine is not None:
+            tokens, usd = tokens - mine.tokens, usd - mine.usd
         return tokens, round(usd, 6)
+
+    def hold(self, holder: str, held: Held) -> None:
+        self.drop(holder)
+        self.holds[holder] = held
+        self._held = (self._held[0] + held.tokens, self._held[1] + held.usd)
+
+    def drop(self, holder: str) -> Held | None:
+        held = self.holds.pop(holder, None)
+        if held is not None:
+            self._held = (self._held[0] - held.tokens, self._held[1] - held.usd)
+        return held
+
+    def spend(self, holder: str, spent: Pending) -> None:
+        """`holder`'s ended spend, to be written with the next batch (its hold dropped)."""
+        self.written(holder)
+        self.pending[holder] = spent
+        if spent.in_lease:
+            self._spent = (self._spent[0] + spent.tokens, self._spent[1] + spent.usd)
+
+    def written(self, holder: str) -> None:
+        spent = self.pending.pop(holder, None)
+        if spent is not None and spent.in_lease:
+            self._spent = (self._spent[0] - spent.tokens, self._spent[1] - spent.usd)
 
     def take(self, holder: str, ask: Ask, ttl: float, now: float) -> int | None:
         """The step's hold from the lease, as holds.py grants one (a redelivered step gets what
@@ -162,7 +188,7 @@ class Account:
         has no room for all it asks (`ask.tokens` and the rest of its attempt)."""
         mine = self.holds.get(holder)
         if mine is not None and mine.until <= now:
-            del self.holds[holder]
+            self.drop(holder)
             mine = None
         if mine is not None and mine.step == ask.step:
             return min(max(mine.tokens - ask.used_tokens, 0), ask.tokens)
@@ -173,10 +199,10 @@ class Account:
         if not self.leased or self.shrinking or self.until <= now:
             return None  # no lease, one on its way down, or one that lapsed (not renewed)
         tokens, usd = _hold_of(ask)
-        used_tokens, used_usd = self.in_use(now, besides=holder)
+        used_tokens, used_usd = self.in_use(besides=holder)
         if used_tokens + tokens > self.size[0] or used_usd + usd > self.size[1] + 1e-9:
             return None
-        self.holds[holder] = Held(tokens, usd, ask.step, now + ttl)
+        self.hold(holder, Held(tokens, usd, ask.step, now + ttl))
         self.last_active = now
         return ask.tokens
 
@@ -326,13 +352,14 @@ class Account:
         if self.leased:
             self.until = now + self.ledger.settings.budget_lease_seconds
         for holder in batch:
-            self.pending.pop(holder, None)
+            self.written(holder)
         self.counted = set(value.counted)
         counted_before = set(before.counted)
         for holder in [h for h, v in self.holds.items() if h in counted_before or v.until <= now]:
-            del self.holds[holder]  # counted by another process (it has ended), or lapsed
+            self.drop(holder)  # counted by another process (it has ended), or lapsed
         if not self.leased:
-            self.holds.clear()  # a final write left them as per-step holds
+            for holder in list(self.holds):
+                self.drop(holder)  # a final write left them as per-step holds
         self.last_write = now
         self.failures = 0
         if self.scope == "daily":

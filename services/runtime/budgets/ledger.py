@@ -144,7 +144,7 @@ class Ledger:
             got = account.take(holder, ask, ttl, time.time())
             if got is not None:
                 return got
-        account.holds.pop(holder, None)  # a hold in the bucket replaces one from the lease
+        account.drop(holder)  # a hold in the bucket replaces one from the lease
         limits = limits_of(settings, account.scope)
         try:
             return await holds.hold(
@@ -154,7 +154,7 @@ class Ledger:
             self.forget(account)
 
     async def _release(self, account: Account, holder: str) -> None:
-        if account.holds.pop(holder, None) is None:
+        if account.drop(holder) is None:
             await holds.release(self.bucket(), account.key, holder)
 
     async def hold_both(self, who: tuple[str, str], holder: str, ask: Ask) -> Limit | None:
@@ -214,8 +214,8 @@ class Ledger:
         if holder in account.pending or holder in account.counted:
             return False
         if account.leased or holder in account.holds:
-            in_lease = account.holds.pop(holder, None) is not None
-            account.pending[holder] = Pending(usage, usd, in_lease)
+            in_lease = account.drop(holder) is not None
+            account.spend(holder, Pending(usage, usd, in_lease))
             account.last_active = time.time()
             account.schedule()
             return True
@@ -228,7 +228,7 @@ class Ledger:
                 holder,
                 exc,
             )
-            account.pending[holder] = Pending(usage, usd, False)
+            account.spend(holder, Pending(usage, usd, False))
             account.failures = max(account.failures, 1)
             account.schedule()
             return True
@@ -256,7 +256,7 @@ class Ledger:
             # In the bucket even where it held from the lease: a person may take hours, and
             # the lease should not be kept (renewed) for as long.
             await holds.park(self.bucket(), account.key, holder, spent, ttl)
-            account.holds.pop(holder, None)
+            account.drop(holder)
             self.forget(account)
 
     async def drain(self) -> None:
