@@ -178,7 +178,7 @@ class Settings(BaseSettings):
         description="Seconds a process's lease of a day or a session lasts unless renewed.",
     )
     budget_flush_seconds: float = Field(
-        default=1.0,
+        default=2.0,
         gt=0,
         description="Seconds between a leasing process's batched counts of a day.",
     )

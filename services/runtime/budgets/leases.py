@@ -48,7 +48,7 @@ HOT_STEPS = 3  # a principal with this many steps held here within HOT_WINDOW le
 HOT_WINDOW = 10.0  # seconds
 SLICE_STEPS = 8  # a lease is at least this many holds of the step that asks for it
 FEW_SLICES = 4  # less left than this many slices: per-step holds (near the limit)
-HORIZON = 2.0  # seconds of the recent rate of holds a lease is sized for
+HORIZON = 2.0  # seconds of the recent rate a lease is sized for (two flush intervals at least)
 IDLE = 0.5  # seconds without a step after which a lease with nothing in use is returned
 COLD = 1.0  # seconds a key found near its limit is held per step before a lease is tried again
 MAX_RECENT = 10_000  # principals remembered for their rate before the idle ones are dropped
@@ -308,8 +308,10 @@ class Account:
         elif grow:
             fair_t = math.floor(room_t / (2 * (leases + 1)))
             fair_u = room_u / (2 * (leases + 1))
-            want_t = max(SLICE_STEPS * unit.tokens, math.ceil(self.rate[0] * HORIZON))
-            want_u = max(SLICE_STEPS * unit.usd, self.rate[1] * HORIZON)
+            # Enough for two flush intervals at the recent rate: a batch rarely has to grow it.
+            horizon = max(HORIZON, 2 * self.ledger.settings.budget_flush_seconds)
+            want_t = max(SLICE_STEPS * unit.tokens, math.ceil(self.rate[0] * horizon))
+            want_u = max(SLICE_STEPS * unit.usd, self.rate[1] * horizon)
             size = (
                 max(keep[0], min(use_t + want_t, fair_t)),
                 round(max(keep[1], min(use_u + want_u, fair_u)), 6),
