@@ -24,7 +24,6 @@ its spend, never more than its lease). docs/budgets.md ("Leases") gives the boun
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -368,57 +367,3 @@ class Account:
             self.ledger.spent(self.key, fresh)
         if grew:
             self.last_active = now
-
-    # --- the batch's writer --------------------------------------------------------------
-
-    def schedule(self) -> None:
-        """Make sure the batch is written (and the lease renewed and returned) in time."""
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._run())
-        self.wake.set()
-
-    def _due(self, now: float) -> float | None:
-        """When the next write is due (epoch seconds), or None when nothing is left: a day's
-        batch every flush interval, a session's when its lease is returned or renewed, a count
-        the store did not take at once (after the pause `_run` makes), the lease's renewal
-        halfway through its time, its return once idle."""
-        settings = self.ledger.settings
-        due: list[float] = []
-        if self.pending:
-            if self.failures or not self.leased:
-                due.append(now)
-            elif self.scope == "daily":
-                due.append(self.last_write + settings.budget_flush_seconds)
-        if self.leased:
-            due.append(self.until - settings.budget_lease_seconds / 2)
-            if not any(h.until > now for h in self.holds.values()):
-                due.append(self.last_active + IDLE)
-        return min(due) if due else None
-
-    async def _run(self) -> None:
-        while True:
-            now = time.time()
-            due = self._due(now)
-            if due is None:
-                self.ledger.forget(self)
-                return
-            if due > now:
-                self.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), due - now)
-                continue
-            try:
-                await self.sync()
-            except Exception as exc:
-                self.failures += 1
-                if self.failures == 1:
-                    log.warning(
-                        "could not write the budget of %s yet (%r); its counts are kept and "
-                        "written once the store answers",
-                        self.key,
-                        exc,
-                    )
-                await asyncio.sleep(min(0.25 * self.failures, 5.0))
-            else:
-                if self.failures:
-                    log.info("the budget of %s is written again", self.key)

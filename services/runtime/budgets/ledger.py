@@ -4,8 +4,9 @@ else one by one in the bucket (holds.py, accounts.py).
 
 A principal is busy here when this process held `HOT_STEPS` of its steps within `HOT_WINDOW`
 seconds; then its day is leased, and, while the day is, its sessions. Below that a per-step
-hold costs less than a lease would. A count that the bucket does not take is kept in the key's
-account and written again until it lands (leases.Account), once."""
+hold costs less than a lease would. Each account with a lease or a batch has a task of its own
+(`schedule`) that writes the batch, renews the lease and returns it when idle; a count that the
+bucket does not take is kept in the key's account and written again until it lands, once."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from services.runtime.budgets.leases import (
     GUESSES,
     HOT_STEPS,
     HOT_WINDOW,
+    IDLE,
     LEASE,
     MAX_RECENT,
     Account,
@@ -87,6 +89,61 @@ class Ledger:
             found = self.accounts[key] = Account(self, key, scope)
         return found
 
+    # --- each account's writer: its batch, its lease's renewal and return ------------------
+
+    def schedule(self, account: Account) -> None:
+        """Make sure the account's batch is written (and its lease renewed and returned) in
+        time, by its own task."""
+        if account.task is None or account.task.done():
+            account.task = asyncio.get_running_loop().create_task(self._writer(account))
+        account.wake.set()
+
+    def _due(self, account: Account, now: float) -> float | None:
+        """When the account's next write is due (epoch seconds), or None when nothing is left: a
+        day's batch every flush interval, a session's when its lease is returned or renewed, a
+        count the store did not take at once (after the pause `_writer` makes), the lease's
+        renewal halfway through its time, its return once idle."""
+        settings = self.settings
+        due: list[float] = []
+        if account.pending:
+            if account.failures or not account.leased:
+                due.append(now)
+            elif account.scope == "daily":
+                due.append(account.last_write + settings.budget_flush_seconds)
+        if account.leased:
+            due.append(account.until - settings.budget_lease_seconds / 2)
+            if not any(h.until > now for h in account.holds.values()):
+                due.append(account.last_active + IDLE)
+        return min(due) if due else None
+
+    async def _writer(self, account: Account) -> None:
+        while True:
+            now = time.time()
+            due = self._due(account, now)
+            if due is None:
+                self.forget(account)
+                return
+            if due > now:
+                account.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(account.wake.wait(), due - now)
+                continue
+            try:
+                await account.sync()
+            except Exception as exc:
+                account.failures += 1
+                if account.failures == 1:
+                    log.warning(
+                        "could not write the budget of %s yet (%r); its counts are kept and "
+                        "written once the store answers",
+                        account.key,
+                        exc,
+                    )
+                await asyncio.sleep(min(0.25 * account.failures, 5.0))
+            else:
+                if account.failures:
+                    log.info("the budget of %s is written again", account.key)
+
     def forget(self, account: Account) -> None:
         """Drop an account with nothing left in it (no lease, no hold, no count to write, not
         found near its limit a moment ago)."""
@@ -140,7 +197,7 @@ class Ledger:
             except Exception as exc:  # the per-step hold below reads the store again
                 log.info("could not lease %s: %r", account.key, exc)
             else:
-                account.schedule()
+                self.schedule(account)
             got = account.take(holder, ask, ttl, time.time())
             if got is not None:
                 return got
@@ -217,7 +274,7 @@ class Ledger:
             in_lease = account.drop(holder) is not None
             account.spend(holder, Pending(usage, usd, in_lease))
             account.last_active = time.time()
-            account.schedule()
+            self.schedule(account)
             return True
         try:
             _, fresh = await Days(self.bucket()).charge("", holder, usage, usd, key=account.key)
@@ -230,7 +287,7 @@ class Ledger:
             )
             account.spend(holder, Pending(usage, usd, False))
             account.failures = max(account.failures, 1)
-            account.schedule()
+            self.schedule(account)
             return True
         if fresh and account.scope == "daily":
             self.spent(account.key, {holder: Pending(usage, usd, False)})
