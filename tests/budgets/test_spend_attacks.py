@@ -5,6 +5,8 @@ nats-server; the model is the fake one):
 - send-and-cancel in a loop: each model call cancelled mid-stream is counted in the day, from
   what was sent and what came back (estimated, marked so), none of them as nothing;
 - a `/v1` stream the client drops after its first chunk: its call is counted the same way;
+- a verdict that comes after its request was cancelled: its call is counted, once;
+- a worker's model call that timed out: counted at its prompt (the server read it);
 - eight concurrent requests of 16,000 CJK characters each (about one token a character, as real
   tokenizers count them) racing for a 60,000-token day never pass it: each call is held at no
   less than it uses, so the holds, not the estimate, decide which run;
@@ -37,6 +39,7 @@ from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient, api, tokens_env
 from tests.support.harness import Conversation, System, llm_env
+from tests.support.scripts import evaluator_held
 from tests.support.workers_support import wait_for
 
 pytestmark = pytest.mark.timeout(600)
@@ -198,6 +201,24 @@ async def test_dense_text_racing_for_a_day_never_passes_it(
     ), refused
 
 
+async def test_a_verdict_that_comes_after_its_request_was_cancelled_is_counted(
+    spending: System, fake_llm: FakeOpenAI, nc: NATS
+) -> None:
+    with evaluator_held(fake_llm) as hold:
+        async with AuthClient(spending.ws_url, "vera", events=True) as vera:
+            rid = await vera.ack("search for the tides")
+            await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
+            await vera.send({"cancel": rid})  # while the verdict is being made
+            done = await vera.until_end_of(rid)
+            assert done.end["status"] == "cancelled", done.frames
+        counted = await counted_calls(nc, spending, "vera", 3)  # routing, decision, worker
+        assert sorted(counted.counted) == sorted([f"{rid}.frontline", rid])
+        hold.set()  # the verdict comes after all: its call is the request's spend too
+        day = await counted_calls(nc, spending, "vera", 4)
+    assert day.counted.count(f"{rid}.late.evaluate1") == 1
+    assert (day.input_tokens, day.output_tokens, day.calls) == (44, 28, 4)
+
+
 async def set_writes(nc: NATS, system: System, allowed: bool) -> None:
     """Let the `budgets` bucket take writes, or refuse every one (a message too large for it),
     as its stream does while its leader is lost; reads go on."""
@@ -277,6 +298,29 @@ async def test_a_frontline_killed_while_it_holds_a_lease_returns_its_slice_after
     day = await counted_calls(nc, spending, "alan", 6)
     assert name not in day.held  # dropped by the restarted frontline's write
     assert day.counted.count(f"{rid}.frontline") == 1
+
+
+@pytest.fixture(scope="module")
+def impatient(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
+    with spend_system(
+        nats_server.url, fake_llm, logs_dir, SIDEKICK_LLM_TIMEOUT="1", SIDEKICK_LLM_MAX_RETRIES="0"
+    ).start_all() as sys_:
+        yield sys_
+
+
+async def test_a_workers_call_that_timed_out_is_counted_at_its_prompt(
+    impatient: System, fake_llm: FakeOpenAI, nc: NATS
+) -> None:
+    fake_llm.script("fake-worker", lambda body: Reply("Too late.", delay=3))
+    async with AuthClient(impatient.ws_url, "wade", events=True) as wade:
+        done = await wade.until_end_of(await wade.ack("search for the tides"))
+    assert done.end["status"] == "failed", done.frames
+    assert "no answer within 1s" in done.only_error("worker_failed")
+    (asked,) = fake_llm.chat_calls("fake-worker")
+    day = await counted_calls(nc, impatient, "wade", 3)  # routing, decision, the worker's
+    assert day.calls == 3
+    # The routing call and the decision as reported (11 + 7 each), the worker's at its prompt.
+    assert day.input_tokens >= 22 + prompt_of(asked) and day.output_tokens == 14
 
 
 RACERS = 64

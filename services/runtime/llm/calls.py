@@ -12,6 +12,9 @@
   streamed call cut short (endpoint.py), from what was sent and what came back.
 - Counted in advance: a call's maximum (`call_maximum`: its prompt, estimated the same way, and
   its `max_tokens` in full) is what a budget guard weighs before the call is sent.
+- Tallied: every call's usage, however it ended (a call cancelled or timed out before its answer
+  at its prompt, estimated), is added to the `Tally` its task runs under, if any (`tallying`):
+  what a worker stopped with its cancelled request spent is known that way.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ import math
 import random
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -147,3 +154,47 @@ def call_maximum(messages: Any, extra: dict[str, Any]) -> int:
     """The most tokens (in + out) one call of `messages` with `extra` can take."""
     limit = extra.get("max_tokens")
     return prompt_estimate(messages, extra) + reply_limit(limit if isinstance(limit, int) else 0)
+
+
+def usage_of(raw: dict[str, Any] | None, model: str) -> Usage:
+    """A server's reported usage, as one call of `model`."""
+    if not raw:
+        return Usage.of_call(model)
+    return Usage.of_call(
+        model, int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0)
+    )
+
+
+def reported(usage: Any) -> bool:
+    """Whether a server's `usage` says anything (llama.cpp's streams carry none, or zeros)."""
+    return isinstance(usage, dict) and bool(
+        usage.get("prompt_tokens") or usage.get("completion_tokens")
+    )
+
+
+@dataclass
+class Tally:
+    """What the model calls made under it spent, however each ended."""
+
+    usage: Usage = field(default_factory=Usage)
+
+
+_TALLY: ContextVar[Tally | None] = ContextVar("sidekick_llm_tally", default=None)
+
+
+@contextmanager
+def tallying() -> Iterator[Tally]:
+    """Tally the model calls made in this context (and the tasks it starts from here on)."""
+    found = Tally()
+    token = _TALLY.set(found)
+    try:
+        yield found
+    finally:
+        _TALLY.reset(token)
+
+
+def tally(usage: Usage) -> None:
+    """Add one call's usage to the tally of the context it was made in, if it has one."""
+    found = _TALLY.get()
+    if found is not None:
+        found.usage = found.usage + usage

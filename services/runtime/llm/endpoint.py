@@ -63,14 +63,6 @@ STREAM_OPTIONS = {"include_usage": True}
 RETRY_CAP = 30.0  # seconds: the longest back-off between two attempts
 
 
-def usage_of(raw: dict[str, Any] | None, model: str) -> Usage:
-    if not raw:
-        return Usage.of_call(model)
-    return Usage.of_call(
-        model, int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0)
-    )
-
-
 _HTTP: list[Any] = []  # the process's one HTTP client, made on first use
 
 
@@ -220,7 +212,11 @@ class Endpoint:
             try:
                 response, _ = await self._post("/chat/completions", body, stream=False)
                 data = orjson.loads(response.content)
-            except CALL_ERRORS as exc:
+            except (*CALL_ERRORS, asyncio.CancelledError) as exc:
+                if isinstance(exc, CallTimeout | asyncio.CancelledError):  # the prompt was read
+                    rules.tally(rules.counted(self.model, messages, "", extra))
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
                 raise self._fail(exc, span, started) from exc
             model = data.get("model") or self.model
             span.set_attribute("gen_ai.response.model", model)
@@ -242,15 +238,16 @@ class Endpoint:
                 if isinstance(fn := call.get("function"), dict)
             ]
             content = message.get("content") or ""
-            reported = _reported(data.get("usage"))
+            reported = rules.reported(data.get("usage"))
             MODES.usage_seen(self.key, reported)
             if reported:
-                usage = usage_of(data.get("usage"), model)
+                usage = rules.usage_of(data.get("usage"), model)
             else:
                 said = content + "".join(c.arguments for c in calls)
                 usage = rules.counted(model, messages, said, extra)
             self._record(usage, started, span)
             self._cut(finish, body, usage.output_tokens)
+            rules.tally(usage)
             return ChatReply(
                 content=content, tool_calls=calls, finish_reason=finish, usage=usage, model=model
             )
@@ -309,8 +306,8 @@ class Endpoint:
                             ) from None
                         if (model := data.get("model")) and not result.model:
                             result.model = model
-                        if _reported(usage := data.get("usage")):
-                            result.usage = usage_of(usage, result.model or self.model)
+                        if rules.reported(usage := data.get("usage")):
+                            result.usage = rules.usage_of(usage, result.model or self.model)
                         for choice in data.get("choices") or ():
                             delta = choice.get("delta") or {}
                             if tool_calls := delta.get("tool_calls"):
@@ -369,6 +366,7 @@ class Endpoint:
         if result.usage.calls == 0:  # the server reported none: counted here
             said = result.text + "".join(c.arguments for c in result.tool_calls)
             result.usage = rules.counted(result.model, messages, said, body)
+        rules.tally(result.usage)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         self._require()
@@ -388,10 +386,3 @@ class Endpoint:
             tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
             self._record(Usage(input_tokens=tokens, calls=1), started, span)
             return vectors
-
-
-def _reported(usage: Any) -> bool:
-    """Whether a server's `usage` says anything (llama.cpp's streams carry none, or zeros)."""
-    return isinstance(usage, dict) and bool(
-        usage.get("prompt_tokens") or usage.get("completion_tokens")
-    )
