@@ -59,6 +59,8 @@ CALL_ERRORS: tuple[type[Exception], ...] = (
     CallTimeout,
     *TRANSPORT_ERRORS,
 )
+# What ends a call before its answer: a failure, or the caller's task cancelled.
+CALLS_CUT: tuple[type[BaseException], ...] = (*CALL_ERRORS, asyncio.CancelledError)
 STREAM_OPTIONS = {"include_usage": True}
 RETRY_CAP = 30.0  # seconds: the longest back-off between two attempts
 
@@ -212,10 +214,10 @@ class Endpoint:
             try:
                 response, _ = await self._post("/chat/completions", body, stream=False)
                 data = orjson.loads(response.content)
-            except (*CALL_ERRORS, asyncio.CancelledError) as exc:
+            except CALLS_CUT as exc:
                 if isinstance(exc, CallTimeout | asyncio.CancelledError):  # the prompt was read
                     rules.tally(rules.counted(self.model, messages, "", extra))
-                if isinstance(exc, asyncio.CancelledError):
+                if not isinstance(exc, Exception):
                     raise
                 raise self._fail(exc, span, started) from exc
             model = data.get("model") or self.model
