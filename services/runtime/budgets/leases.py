@@ -212,13 +212,24 @@ class Account:
 
     # --- the one write -------------------------------------------------------------------
 
-    async def sync(self, grow: bool = False, *, final: bool = False) -> None:
+    async def sync(self, grow: Ask | None = None, *, final: bool = False) -> None:
         """One compare-and-set of the key: the batched counts added (each request once), the
-        lease shrunk by what its holds spent, renewed, and grown (`grow`: a step did not fit),
-        shrunk to what it has in use near the limit or when idle, or (`final`: the process
-        stops) returned, its holds left as per-step holds."""
+        lease shrunk by what its holds spent, renewed, and grown (`grow`: a step that did not
+        fit; nothing is written when, its turn come, it fits), shrunk to what it has in use
+        near the limit or when idle, or (`final`: the process stops) returned, its holds left
+        as per-step holds."""
         async with TURNS.turn(self.key):
-            await self._sync(grow, final)
+            if grow is not None and self.fits(grow):
+                return  # another step's write grew it meanwhile
+            await self._sync(grow is not None, final)
+
+    def fits(self, ask: Ask) -> bool:
+        """Whether the lease has room for all `ask` asks (a new hold of it)."""
+        if not self.leased or self.shrinking or self.until <= time.time():
+            return False
+        tokens, usd = _hold_of(ask)
+        used_tokens, used_usd = self.in_use()
+        return used_tokens + tokens <= self.size[0] and used_usd + usd <= self.size[1] + 1e-9
 
     async def _sync(self, grow: bool, final: bool) -> None:
         kv = self.ledger.bucket()

@@ -46,6 +46,23 @@ from services.runtime.budgets.prices import Table, cost
 log = logging.getLogger("sidekick.budgets")
 
 
+class Recent:
+    """A principal's steps held here lately (when, and what each held), and their sums."""
+
+    def __init__(self) -> None:
+        self.steps: deque[tuple[float, int, float]] = deque()
+        self.tokens, self.usd, self.last = 0, 0.0, 0.0
+
+    def add(self, now: float, unit: Unit) -> None:
+        self.steps.append((now, unit.tokens, unit.usd))
+        self.tokens, self.usd, self.last = self.tokens + unit.tokens, self.usd + unit.usd, now
+
+    def since(self, start: float) -> None:
+        while self.steps and self.steps[0][0] < start:
+            _, tokens, usd = self.steps.popleft()
+            self.tokens, self.usd = self.tokens - tokens, self.usd - usd
+
+
 class Ledger:
     """A process's accounts: holds, counts and parks, each on the day's and the session's key,
     from a lease where this process has one, else per step in the bucket (holds.py)."""
@@ -58,7 +75,7 @@ class Ledger:
         self.table = table
         self.lease_name = f"{LEASE}.{name or 'process'}.{uuid.uuid4().hex[:12]}"
         self.accounts: dict[str, Account] = {}
-        self.recent: dict[str, deque[tuple[float, int, float]]] = {}
+        self.recent: dict[str, Recent] = {}
         # How the last writes of each kind of key went when taken on a guess, so that a guess
         # that keeps failing (another process writes the same keys) is no longer made.
         self.guesses: dict[tuple[Scope, Guess], deque[bool]] = {}
@@ -171,16 +188,13 @@ class Ledger:
         if steps is None:
             if len(self.recent) >= MAX_RECENT:
                 since = now - HOT_WINDOW
-                self.recent = {p: s for p, s in self.recent.items() if s and s[-1][0] > since}
-            steps = self.recent[principal] = deque()
-        while steps and steps[0][0] < now - HOT_WINDOW:
-            steps.popleft()
-        hot = len(steps) >= HOT_STEPS
-        unit = Unit.of(ask)
-        steps.append((now, unit.tokens, unit.usd))
-        span = max(now - steps[0][0], 1.0)  # a burst counts as a second's worth at least
-        rate = (sum(s[1] for s in steps) / span, sum(s[2] for s in steps) / span)
-        return hot, rate
+                self.recent = {p: s for p, s in self.recent.items() if s.last > since}
+            steps = self.recent[principal] = Recent()
+        steps.since(now - HOT_WINDOW)
+        hot = len(steps.steps) >= HOT_STEPS
+        steps.add(now, Unit.of(ask))
+        span = max(now - steps.steps[0][0], 1.0)  # a burst counts as a second's worth at least
+        return hot, (steps.tokens / span, steps.usd / span)
 
     async def _hold_at(
         self, account: Account, holder: str, ask: Ask, lease: bool, rate: tuple[float, float]
@@ -193,7 +207,7 @@ class Ledger:
         if lease and time.time() >= account.cold_until:
             account.noted(ask, rate)
             try:
-                await account.sync(grow=True)
+                await account.sync(grow=ask)
             except Exception as exc:  # the per-step hold below reads the store again
                 log.info("could not lease %s: %r", account.key, exc)
             else:
