@@ -23,12 +23,12 @@ A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its
 when less is left, but at least one call's maximum; what it was granted is what it may use
 (`TaskBudget.tokens`), checked before each of its calls.
 
-`hold_both` holds one call in the day and the session at once (refused in one, it is held in
-neither); `hold_in_turn` holds a step that may take more (a loop's allowance, the rest of its
-attempt) in the day first and then in the session, which holds no more than the day granted;
-`Days.charge` (accounts.py) counts an ended spend, dropping its hold, once. A process that
-leases a day or a session (leases.py) takes its steps' holds from its lease instead, and comes
-here for a step near the limit.
+`hold` holds one key; `hold_both` holds one call in the day and the session at once (refused in
+one, it is held in neither); `Days.charge` (accounts.py) counts an ended spend, dropping its
+hold, once. The ledger (ledger.py) does the same key by key, from this process's lease of a key
+where it has one (leases.py), and comes here for a step that its lease cannot take; a step that
+may take more (a loop's allowance, the rest of its attempt) is held in the day first and then
+in the session, which holds no more than the day granted (`Ledger.hold_in_turn`).
 
 A request that parks (for a person's answer or approval) sends nothing while it waits: its hold
 is settled down to what it has used (`park`), so the unspent part returns to the day at once
@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import replace
 
 from nats.js.kv import KeyValue
 
@@ -160,38 +159,6 @@ async def hold_both(
             if not isinstance(g, Limit):
                 await release(kv, key, holder)
     return refused
-
-
-async def hold_in_turn(
-    kv: KeyValue,
-    settings: Settings,
-    who: tuple[str, str],
-    holder: str,
-    ask: Ask,
-) -> int | Limit:
-    """Hold `ask` for `holder` against the day of `who`'s principal, then against its session
-    (`who`: principal, session id) no more than the day granted: the tokens granted in both, or
-    the limit it would pass (a hold the day granted stays until the request's end drops it)."""
-    principal, session_id = who
-    scopes: tuple[tuple[Scope, str], ...] = (
-        ("daily", day_key(principal)),
-        ("session", session_key(principal, session_id)),
-    )
-    granted = ask.tokens
-    for scope, key in scopes:
-        got = await hold(
-            kv,
-            key,
-            holder,
-            replace(ask, tokens=granted),
-            limits_of(settings, scope),
-            scope,
-            settings.budget_request_seconds,
-        )
-        if isinstance(got, Limit):
-            return got
-        granted = min(granted, got)
-    return granted
 
 
 async def release(kv: KeyValue, key: str, holder: str) -> None:

@@ -255,7 +255,7 @@ class Ledger:
 
     async def hold_in_turn(self, who: tuple[str, str], holder: str, ask: Ask) -> int | Limit:
         """Hold `ask` for `holder` in the day of `who`'s principal, then in its session no more
-        than the day granted (holds.hold_in_turn): the tokens granted in both, or the limit."""
+        than the day granted: the tokens granted in both, or the limit."""
         day, session = self._accounts(who)
         hot, rate = self.busy(who[0], ask)
         got = await self._hold_at(day, holder, ask, hot, rate)
