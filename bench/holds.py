@@ -1,6 +1,11 @@
-"""Budget holds on one key: how long N concurrent holds of one principal's day take in one
-process (each a compare-and-set of the day's value, in turns: services/runtime/budgets/holds.py),
-and the same holds counted (the request's end drops its hold). Prints the figures.
+"""Budget holds on one principal's day, in one process, a local nats-server:
+
+- per-step holds: N concurrent holds of one key, each a compare-and-set of the day's value in
+  turns (services/runtime/budgets/holds.py), and the same holds counted (the request's end
+  drops its hold);
+- through the seam, as a service spends: N concurrent steps of one principal (`Budget.step`,
+  held, then counted), which a busy principal's lease serves (services/runtime/budgets/leases.py),
+  with the writes they made to the bucket and the time until every count landed.
 
     python -m bench.holds [N ...]      (default: 50 200 1000)
 """
@@ -11,15 +16,98 @@ import asyncio
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import nats
 
 from contracts import Usage
-from services.runtime.budgets.accounts import Days
+from services.runtime.base.settings import Settings
+from services.runtime.budgets import Budget
+from services.runtime.budgets.accounts import Day, Days, day_key
 from services.runtime.budgets.asks import Ask
 from services.runtime.budgets.holds import hold
+from services.runtime.budgets.leases import HOT_STEPS
 from services.runtime.bus.natsserver import NatsServer
+
+
+@dataclass(frozen=True)
+class Req:
+    request_id: str
+    principal: str = "bench"
+    session_id: str = ""
+    ts: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+class Writes:
+    """The bucket, its reads and writes counted."""
+
+    def __init__(self, kv: Any) -> None:
+        self.kv = kv
+        self.n = 0
+
+    async def get(self, key: str) -> Any:
+        self.n += 1
+        return await self.kv.get(key)
+
+    async def create(self, key: str, value: bytes) -> int:
+        self.n += 1
+        return int(await self.kv.create(key, value))
+
+    async def update(self, key: str, value: bytes, last: int) -> int:
+        self.n += 1
+        return int(await self.kv.update(key, value, last=last))
+
+
+async def per_step(kv: Any, n: int) -> None:
+    key = f"day{n}"
+    ask = Ask("task:1", 0, 0.0, 100, 100, 0.0)
+    started = time.perf_counter()
+    await asyncio.gather(
+        *(hold(kv, key, f"r{i}", ask, (10**9, 1e9), "daily", 60) for i in range(n))
+    )
+    held = time.perf_counter() - started
+    started = time.perf_counter()
+    usage = Usage.of_call("m", 60, 40)
+    await asyncio.gather(*(Days(kv).charge("p", f"r{i}", usage, 0.0, key=key) for i in range(n)))
+    counted = time.perf_counter() - started
+    print(
+        f"{n:>6} concurrent per-step holds on one key: {held:6.2f} s ({held / n * 1000:.2f} ms "
+        f"each); counting them: {counted:6.2f} s"
+    )
+
+
+async def leased(kv: Any, n: int) -> None:
+    principal = f"bench{n}"
+    spend = Budget(lambda: kv, Settings(), "bench")
+    usage = Usage.of_call("m", 60, 40)
+
+    async def step(request_id: str, session: int) -> None:
+        req = Req(request_id, principal, f"{principal}/s{session}")
+        async with spend.step(req, Ask("frontline", 0, 0.0, 5000, 5000, 0.0)) as meter:
+            meter.add(usage)
+
+    for i in range(HOT_STEPS):  # the principal becomes busy here
+        await step(f"warm{i}", 0)
+    before = kv.n
+    started = time.perf_counter()
+    await asyncio.gather(*(step(f"r{i}", i % 100) for i in range(n)))
+    held = time.perf_counter() - started
+    writes = kv.n - before
+    while True:
+        entry = await kv.kv.get(day_key(principal))
+        if Day.model_validate_json(entry.value or b"").calls >= n + HOT_STEPS:
+            break
+        await asyncio.sleep(0.05)
+    landed = time.perf_counter() - started
+    await spend.drain()
+    print(
+        f"{n:>6} concurrent steps of one principal through Budget.step (leased): {held:6.2f} s "
+        f"({held / n * 1000:.2f} ms each), {writes} reads and writes of the bucket "
+        f"({writes / n:.2f} a step, 100 sessions); every count landed after {landed:.2f} s"
+    )
 
 
 async def measure(url: str, sizes: list[int]) -> None:
@@ -28,23 +116,9 @@ async def measure(url: str, sizes: list[int]) -> None:
     kv = await js.create_key_value(bucket="bench_holds")
     try:
         for n in sizes:
-            key = f"day{n}"
-            ask = Ask("task:1", 0, 0.0, 100, 100, 0.0)
-            started = time.perf_counter()
-            await asyncio.gather(
-                *(hold(kv, key, f"r{i}", ask, (10**9, 1e9), "daily", 60) for i in range(n))
-            )
-            held = time.perf_counter() - started
-            started = time.perf_counter()
-            usage = Usage.of_call("m", 60, 40)
-            await asyncio.gather(
-                *(Days(kv).charge("p", f"r{i}", usage, 0.0, key=key) for i in range(n))
-            )
-            counted = time.perf_counter() - started
-            print(
-                f"{n:>6} concurrent holds on one key: {held:6.2f} s ({held / n * 1000:.2f} ms "
-                f"each); counting them: {counted:6.2f} s"
-            )
+            await per_step(kv, n)
+        for n in sizes:
+            await leased(Writes(kv), n)
     finally:
         await nc.close()
 

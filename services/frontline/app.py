@@ -15,4 +15,5 @@ def build(settings: Settings) -> ServiceHost:
     bus = Bus(make_broker(settings, "frontline"), settings, "frontline")
     frontline = Frontline(bus, LLMClient.for_role(settings, "frontline"), Cancellations(bus))
     bus.consume(bus.subjects.chat_requested, ChatRequested, frontline, consumer="frontline")
-    return ServiceHost("frontline", settings, bus)
+    # A clean stop writes the spend its leases batched and returns them (budgets/leases.py).
+    return ServiceHost("frontline", settings, bus, on_stop=[frontline.budget.drain])

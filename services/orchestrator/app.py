@@ -65,5 +65,6 @@ def build(settings: Settings) -> ServiceHost:
     async def stop() -> None:
         await parking.stop()
         await cache.stop()
+        await orch.budget.drain()  # the spend its leases batched written, the leases returned
 
     return ServiceHost("orchestrator", settings, bus, on_ready=[ready], on_stop=[stop])

@@ -109,6 +109,8 @@ class Orchestrator:
         )
         if no:
             return
+        if not any(a.n == result.attempt and a.result is not None for a in state.attempts):
+            await self._late(state, f"late.task{result.attempt}", result.usage)
         if state.status != "evaluating":  # the attempt ended without a verdict
             write_attempt_span(state, result.attempt)
         await self.steps.advance(state, tracked)
@@ -121,6 +123,9 @@ class Orchestrator:
         )
         if no:
             return
+        judged = (a.verdict is not None or a.verdict_error is not None for a in state.attempts)
+        if not any(a.n == event.attempt and j for a, j in zip(state.attempts, judged, strict=True)):
+            await self._late(state, f"late.evaluate{event.attempt}", event.usage)
         write_attempt_span(state, event.attempt)
         if event.verdict is not None:
             await self.steps.progress(
@@ -275,6 +280,13 @@ class Orchestrator:
         """`store.update` for an event of a request the orchestrator has (LookupError when it
         has none: retried, then given up like any handler's failure)."""
         return await self.store.update(request_id, change)
+
+    async def _late(self, state: LoopState, part: str, usage: Usage) -> None:
+        """An answer its request no longer takes (it ended meanwhile, e.g. cancelled): what
+        its calls spent is counted all the same, once (`part`: the step it answered)."""
+        if usage.calls:
+            async with self.budget.step(state.request, part=part) as meter:
+                meter.add(usage)
 
     async def _give_up(self, request_id: str, exc: BaseException, session_id: str) -> None:
         error = f"Sidekick could not continue this request: {exc}"

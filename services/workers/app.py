@@ -11,6 +11,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.bus.core import Bus, answer_key, outage
 from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
+from services.runtime.llm.calls import Tally, tallying
 from services.runtime.requests.cancels import Cancellations
 from services.workers.base import Worker, WorkerDeps, result_for
 from services.workers.email import EmailWorker
@@ -79,7 +80,8 @@ def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:
     async def handle(task: WorkerTask) -> None:
         if await cancels.check(task.request_id, issued=task.ts):
             return  # cancelled before it started: no work, no side effect
-        work = asyncio.create_task(worker.run(task))
+        with tallying() as spent:  # what its model calls spend, however each ends
+            work = asyncio.create_task(worker.run(task))
         try:
             if not await cancels.run(task.request_id, work):
                 log.info("%s work for %s stopped: cancelled", worker.kind, task.request_id)
@@ -90,16 +92,21 @@ def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:
                 raise  # the consumer retries the task with one WARNING line, no traceback
             log.exception("%s worker crashed on %s", worker.kind, task.request_id)
             result = result_for(task, success=False, error=f"internal error: {exc!r}")
-        await _publish(task, result)
+        await _publish(task, result, spent)
 
     async def exhausted(task: WorkerTask, exc: BaseException) -> None:
         await _publish(task, result_for(task, success=False, error=f"delivery exhausted: {exc}"))
 
-    async def _publish(task: WorkerTask, result: WorkerResult) -> None:
+    async def _publish(task: WorkerTask, result: WorkerResult, spent: Tally | None = None) -> None:
         # The task's token goes back with the result (the orchestrator takes no result without
         # it), and keys the result's dedupe id, so no other service can guess that id.
         token = task.dispatch_token
         result = result.model_copy(update={"dispatch_token": token})
+        if spent is not None and not result.success and result.usage.calls < spent.usage.calls:
+            # A failure that lost what its calls spent (a model error, a timeout): the tally's.
+            tools = result.usage.tool_calls
+            usage = spent.usage.model_copy(update={"tool_calls": tools})
+            result = result.model_copy(update={"usage": usage})
         await bus.publish(
             result,
             bus.subjects.worker_completed,

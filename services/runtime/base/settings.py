@@ -220,6 +220,21 @@ class Settings(BaseSettings):
         gt=0,
         description="Tokens held for one attempt of a worker that loops (TOOLS, RESEARCH).",
     )
+    budget_lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a process's lease of a day or a session lasts unless renewed.",
+    )
+    budget_flush_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="Seconds between a leasing process's batched counts of a day.",
+    )
+    budget_admission_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds the gateway reuses a busy principal's day and session (0: never).",
+    )
     prices: str = Field(
         default="", description="Price overrides, 'model=input:output' USD per million tokens."
     )

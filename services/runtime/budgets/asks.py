@@ -1,7 +1,8 @@
 """What a model step may take at most (its `Ask`), counted before it is sent.
 
-A call's maximum is its prompt, estimated (about four characters a token, tool definitions
-included), and its reply's `max_tokens` in full, priced at the dearer of its model's two prices.
+A call's maximum is its prompt, estimated (four ASCII characters a token and one for any other
+character: llm/calls.py's `estimate_tokens`; tool definitions included), and its reply's
+`max_tokens` in full, priced at the dearer of its model's two prices.
 The frontline's one call estimates its prompt in whichever convention is the larger. An
 orchestrated step adds `PROMPT_ALLOWANCE` for what its service adds unseen by the orchestrator
 (its system prompt, the output schema, SEARCH's results); a step also asks for the rest of its
@@ -49,8 +50,8 @@ class Ask:
 
 
 def prompt_estimate(messages: Any, tools: Any = None) -> int:
-    """A call's prompt in tokens, estimated as a server's missing usage is counted (about four
-    characters a token), its tool definitions included."""
+    """A call's prompt in tokens, estimated as a server's missing usage is counted (four ASCII
+    characters a token, one for any other character), its tool definitions included."""
     return calls.prompt_estimate(messages, {"tools": tools} if tools else None)
 
 

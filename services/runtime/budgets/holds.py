@@ -23,10 +23,12 @@ A step of a worker that loops over model calls (TOOLS, RESEARCH) holds up to its
 when less is left, but at least one call's maximum; what it was granted is what it may use
 (`TaskBudget.tokens`), checked before each of its calls.
 
-`hold_both` holds one call in the day and the session at once (refused in one, it is held in
-neither); `hold_in_turn` holds a step that may take more (a loop's allowance, the rest of its
-attempt) in the day first and then in the session, which holds no more than the day granted;
-`settle` counts an ended spend in both (dropping its holds) and in the Prometheus counters, once.
+`hold` holds one key; `hold_both` holds one call in the day and the session at once (refused in
+one, it is held in neither); `Days.charge` (accounts.py) counts an ended spend, dropping its
+hold, once. The ledger (ledger.py) does the same key by key, from this process's lease of a key
+where it has one (leases.py), and comes here for a step that its lease cannot take; a step that
+may take more (a loop's allowance, the rest of its attempt) is held in the day first and then
+in the session, which holds no more than the day granted (`Ledger.hold_in_turn`).
 
 A request that parks (for a person's answer or approval) sends nothing while it waits: its hold
 is settled down to what it has used (`park`), so the unspent part returns to the day at once
@@ -38,18 +40,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import replace
 
 from nats.js.kv import KeyValue
 
-from contracts import Usage
-from services.runtime.base.metrics import SPEND_TOKENS, SPEND_USD
 from services.runtime.base.settings import Settings
 from services.runtime.budgets.accounts import (
     CAS_TRIES,
     TURNS,
     Day,
-    Days,
     Hold,
     backoff,
     day_key,
@@ -57,8 +55,7 @@ from services.runtime.budgets.accounts import (
 )
 from services.runtime.budgets.asks import Ask
 from services.runtime.budgets.limits import Limit, Scope, limits_of
-from services.runtime.budgets.prices import Table, cost
-from services.runtime.bus.kvstore import get_model, key_for, write_if
+from services.runtime.bus.kvstore import get_model, write_if
 
 PARKED = "parked"  # the step name of a parked request's hold: what it used, nothing ahead
 
@@ -164,38 +161,6 @@ async def hold_both(
     return refused
 
 
-async def hold_in_turn(
-    kv: KeyValue,
-    settings: Settings,
-    who: tuple[str, str],
-    holder: str,
-    ask: Ask,
-) -> int | Limit:
-    """Hold `ask` for `holder` against the day of `who`'s principal, then against its session
-    (`who`: principal, session id) no more than the day granted: the tokens granted in both, or
-    the limit it would pass (a hold the day granted stays until the request's end drops it)."""
-    principal, session_id = who
-    scopes: tuple[tuple[Scope, str], ...] = (
-        ("daily", day_key(principal)),
-        ("session", session_key(principal, session_id)),
-    )
-    granted = ask.tokens
-    for scope, key in scopes:
-        got = await hold(
-            kv,
-            key,
-            holder,
-            replace(ask, tokens=granted),
-            limits_of(settings, scope),
-            scope,
-            settings.budget_request_seconds,
-        )
-        if isinstance(got, Limit):
-            return got
-        granted = min(granted, got)
-    return granted
-
-
 async def release(kv: KeyValue, key: str, holder: str) -> None:
     """Drop `holder`'s hold at `key` without counting anything (its step is not sent)."""
     async with TURNS.turn(key):
@@ -212,32 +177,6 @@ async def release(kv: KeyValue, key: str, holder: str) -> None:
             ):
                 return
     raise RuntimeError(f"could not release the hold of {holder} (contention)")
-
-
-async def settle(
-    kv: KeyValue,
-    who: tuple[str, str],
-    holder: str,
-    usage: Usage,
-    table: Table,
-) -> bool:
-    """Count `holder`'s ended spend in the day and the session of `who` (principal, session
-    id), once each, dropping its holds, and in the counters; whether this call counted it (a
-    redelivery finds it counted and counts nothing)."""
-    principal, session_id = who
-    days = Days(kv)
-    usd = cost(usage, table)
-    (_, fresh), _ = await asyncio.gather(  # two keys, each its own compare-and-set
-        days.charge(principal, holder, usage, usd),
-        days.charge(principal, holder, usage, usd, key=session_key(principal, session_id)),
-    )
-    if fresh:
-        hashed = key_for(principal)[:12]
-        for model, used in usage.models.items():
-            SPEND_TOKENS.labels(hashed, model, "input").inc(used.input_tokens)
-            SPEND_TOKENS.labels(hashed, model, "output").inc(used.output_tokens)
-            SPEND_USD.labels(hashed, model).inc(cost(Usage(models={model: used}), table))
-    return fresh
 
 
 async def park(

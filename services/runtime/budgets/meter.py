@@ -6,7 +6,8 @@
         ...                                            # settled as the block ends
 
 Entering a step checks the request's own limits with the step's maximum (`ask`) counted in
-advance, then holds the step against the principal's day and the session (holds.py); when it
+advance, then holds the step against the principal's day and the session: from this process's
+lease of them where it has one (leases.py: no bus write), else in the bucket (holds.py); when it
 does not fit, `OverBudget` carries the `Limit` and the step is not to be sent (a one-call step
 holds in neither; a larger one refused by its session keeps the day's hold until its request's
 end drops it). Inside,
@@ -16,7 +17,9 @@ step is settled as it ends, one way each:
 - `await meter.count()`, or the block ending with nothing said: the request's spend (what it
   used before the step, `used`, and what the step added) is counted in its day and its session,
   once per request (a redelivery counts nothing), dropping its holds. Counting inside the
-  block lets the caller count before it publishes the end, so no one sees an end uncounted.
+  block lets the caller count before it publishes the end: written before the end where the
+  day is held step by step, in the lease's batch (written within a flush interval) where it is
+  leased, and, when the bucket does not answer, kept and written once it does.
 - `await meter.park(wait)`: the request waits for a person and sends nothing meanwhile: its
   holds are settled down to what it used, lapsing after the wait and its wall time.
 - `meter.hand_on()`: the step goes on in another process (a worker, the evaluator) under the
@@ -47,10 +50,10 @@ from contracts import Usage
 from contracts.events import TaskBudget
 from services.runtime.base.errors import SidekickError
 from services.runtime.base.settings import Settings
-from services.runtime.budgets.accounts import day_key, holder_of, session_key
+from services.runtime.budgets.accounts import holder_of
 from services.runtime.budgets.asks import Ask, Asks
 from services.runtime.budgets.guard import request_guard
-from services.runtime.budgets.holds import hold_both, hold_in_turn, park, settle
+from services.runtime.budgets.ledger import Ledger
 from services.runtime.budgets.limits import Limit, allowance, request_limit
 from services.runtime.budgets.prices import cost, prices
 from services.runtime.bus.core import Bus
@@ -94,15 +97,20 @@ class OverBudget(SidekickError):
 class Budget:
     """A service's budgets: the step seam, the price table, and each step's `Ask` (`asks`)."""
 
-    def __init__(self, bucket: Callable[[], KeyValue], settings: Settings) -> None:
+    def __init__(self, bucket: Callable[[], KeyValue], settings: Settings, name: str = "") -> None:
         self.bucket = bucket  # the `budgets` bucket, looked up when a step needs it
         self.settings = settings
         self.table = prices(settings.prices)  # a setting that cannot be read stops the start
         self.asks = Asks(settings, self.table)
+        self.ledger = Ledger(bucket, settings, self.table, name)  # this process's leases
 
     @classmethod
     def of(cls, bus: Bus) -> Budget:
-        return cls(lambda: bus.kv.budgets, bus.settings)
+        return cls(lambda: bus.kv.budgets, bus.settings, bus.service)
+
+    async def drain(self) -> None:
+        """The process stops: the counts it batched are written and its leases returned."""
+        await self.ledger.drain()
 
     def cost(self, usage: Usage) -> float:
         """The money `usage` costs, by the price table."""
@@ -143,11 +151,11 @@ class Budget:
             raise OverBudget(limit)
         who = (request.principal, request.session_id)
         if ask.tokens == ask.least and not ask.rest:  # one call: whole, in both, or in neither
-            refused = await hold_both(self.bucket(), settings, who, holder, ask)
+            refused = await self.ledger.hold_both(who, holder, ask)
             if refused is not None:
                 raise OverBudget(refused)
             return ask.tokens
-        got = await hold_in_turn(self.bucket(), settings, who, holder, ask)
+        got = await self.ledger.hold_in_turn(who, holder, ask)
         if isinstance(got, Limit):
             raise OverBudget(got)
         return got
@@ -208,13 +216,13 @@ class Meter:
 
     async def count(self) -> bool:
         """Count the request's spend in its day and its session (once), dropping its holds;
-        whether this call counted it. A store that fails is logged: the answer stands."""
+        whether this call counted it (or queued it to be: a store that does not answer is
+        tried again until it does, the answer standing meanwhile)."""
         self.settled = "counted"
         request = self.request
         who = (request.principal, request.session_id)
         try:
-            table = self.budget.table
-            return await settle(self.budget.bucket(), who, self.holder, self.used, table)
+            return await self.budget.ledger.count(who, self.holder, self.used)
         except Exception as exc:  # the answer stands; only the count lacks it
             log.warning("request %s: could not count its spend: %r", request.request_id, exc)
             return False
@@ -227,10 +235,9 @@ class Meter:
         request, settings = self.request, self.budget.settings
         used = self.used
         spent = (used.input_tokens + used.output_tokens, self.budget.cost(used))
-        keys = (day_key(request.principal), session_key(request.principal, request.session_id))
+        who = (request.principal, request.session_id)
         ttl = wait + settings.budget_request_seconds
         try:
-            for key in keys:
-                await park(self.budget.bucket(), key, self.holder, spent, ttl)
+            await self.budget.ledger.park(who, self.holder, spent, ttl)
         except Exception as exc:  # it parks all the same; its hold lapses in time
             log.warning("request %s: could not release its hold: %r", request.request_id, exc)

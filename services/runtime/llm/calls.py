@@ -8,9 +8,13 @@
   `json_schema`, `tools`, `tool_choice`): that is the server saying what it lacks, and asking
   again would only get the same answer (llama.cpp answers a json_schema it cannot take with 500).
 - Accounted: a server that reports no usage gets its tokens counted here, by a stated estimate
-  (`estimate_tokens`), and the figure is marked as counted (`Usage.counted_calls`).
+  (`estimate_tokens`), and the figure is marked as counted (`Usage.counted_calls`); so does a
+  streamed call cut short (endpoint.py), from what was sent and what came back.
 - Counted in advance: a call's maximum (`call_maximum`: its prompt, estimated the same way, and
   its `max_tokens` in full) is what a budget guard weighs before the call is sent.
+- Tallied: every call's usage, however it ended (a call cancelled or timed out before its answer
+  at its prompt, estimated), is added to the `Tally` its task runs under, if any (`tallying`):
+  what a worker stopped with its cancelled request spent is known that way.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ import math
 import random
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -31,7 +39,7 @@ from services.runtime.base.errors import SidekickError
 # A request feature named in an error body: the server says it lacks it.
 CAPABILITY = re.compile(r"response_format|json_schema|\btools?\b|tool_choice", re.I)
 RETRY_STATUSES = frozenset({408, 409, 429})
-CHARS_PER_TOKEN = 4  # the estimate: about four characters of English text per token
+CHARS_PER_TOKEN = 4  # the estimate: four ASCII characters a token, one a token for the rest
 TOKENS_PER_MESSAGE = 4  # a chat template's few tokens around each message
 NO_MAX_TOKENS = 4096  # a reply's maximum counted in advance where no max_tokens is sent
 SENT_ALONG = ("tools", "response_format")  # request parts the model reads besides the messages
@@ -91,8 +99,15 @@ def backoff(attempt: int, exc: BaseException, cap: float) -> float:
 
 
 def estimate_tokens(text: str) -> int:
-    """The stated estimate: one token per four characters, rounded up."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+    """The stated estimate: one token per four ASCII characters (rounded up) and one per any
+    other character. English runs at about four characters a token; text in other scripts
+    (Chinese, Japanese, Korean, Cyrillic, ...) at about one token a character or fewer in the
+    GPT-4o and GPT-4 tokenizers, so counting it as English, four characters a token, would
+    undercount it up to fourfold (docs/budgets.md: "How prompts are estimated")."""
+    if text.isascii():
+        return math.ceil(len(text) / CHARS_PER_TOKEN)
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_chars / CHARS_PER_TOKEN) + len(text) - ascii_chars
 
 
 def prompt_text(messages: Any) -> list[str]:
@@ -120,8 +135,8 @@ def counted(model: str, messages: Any, reply: str, extra: dict[str, Any]) -> Usa
 
 
 def prompt_estimate(messages: Any, extra: dict[str, Any] | None = None) -> int:
-    """A call's prompt in tokens, estimated as a server's missing usage is counted (about four
-    characters a token), with the tool definitions and response format it sends."""
+    """A call's prompt in tokens, estimated as a server's missing usage is counted
+    (`estimate_tokens`), with the tool definitions and response format it sends."""
     sent = extra or {}
     parts = prompt_text(messages) + [
         json.dumps(sent[k], default=str) for k in SENT_ALONG if sent.get(k)
@@ -139,3 +154,47 @@ def call_maximum(messages: Any, extra: dict[str, Any]) -> int:
     """The most tokens (in + out) one call of `messages` with `extra` can take."""
     limit = extra.get("max_tokens")
     return prompt_estimate(messages, extra) + reply_limit(limit if isinstance(limit, int) else 0)
+
+
+def usage_of(raw: dict[str, Any] | None, model: str) -> Usage:
+    """A server's reported usage, as one call of `model`."""
+    if not raw:
+        return Usage.of_call(model)
+    return Usage.of_call(
+        model, int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0)
+    )
+
+
+def reported(usage: Any) -> bool:
+    """Whether a server's `usage` says anything (llama.cpp's streams carry none, or zeros)."""
+    return isinstance(usage, dict) and bool(
+        usage.get("prompt_tokens") or usage.get("completion_tokens")
+    )
+
+
+@dataclass
+class Tally:
+    """What the model calls made under it spent, however each ended."""
+
+    usage: Usage = field(default_factory=Usage)
+
+
+_TALLY: ContextVar[Tally | None] = ContextVar("sidekick_llm_tally", default=None)
+
+
+@contextmanager
+def tallying() -> Iterator[Tally]:
+    """Tally the model calls made in this context (and the tasks it starts from here on)."""
+    found = Tally()
+    token = _TALLY.set(found)
+    try:
+        yield found
+    finally:
+        _TALLY.reset(token)
+
+
+def tally(usage: Usage) -> None:
+    """Add one call's usage to the tally of the context it was made in, if it has one."""
+    found = _TALLY.get()
+    if found is not None:
+        found.usage = found.usage + usage

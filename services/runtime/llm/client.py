@@ -231,16 +231,20 @@ class LLMClient:
         its retries, for a transient reason) before its first delta."""
         started = False
         try:
-            async for delta in deltas(self.primary):
-                started = True
-                yield delta
+            # Closed with this one (a caller that stops reading), so that the call's stream is
+            # closed, and what it spent is added, before the caller goes on.
+            async with contextlib.aclosing(deltas(self.primary)) as primary:
+                async for delta in primary:
+                    started = True
+                    yield delta
             return
         except LLMUnavailable as exc:
             if started or self.fallback is None or not exc.transient:
                 raise
             self._warn_fallback(self.fallback, how)
-        async for delta in deltas(self.fallback):
-            yield delta
+        async with contextlib.aclosing(deltas(self.fallback)) as fallback:
+            async for delta in fallback:
+                yield delta
 
     def stream(
         self, messages: Messages, result: StreamResult, **extra: Any
@@ -300,12 +304,16 @@ class LLMClient:
                     raise
                 how = "marker"
                 continue
+            finally:
+                # What the call spent, however it ended: answered, closed early by the caller
+                # (a cancel, a client gone), cancelled, timed out or failed midway (endpoint.py
+                # counts a cut call from what was sent and received, marked as counted).
+                result.usage = result.usage + raw.usage
+                result.model = raw.model or result.model or ep.model
             tail = marker.end() if marker is not None else ""
             if tail:
                 result.text += tail
                 yield tail
-            result.usage = result.usage + raw.usage
-            result.model = raw.model or ep.model
             called = marker.called if marker is not None else choices.argument_of(choice, raw)
             if called is not None:
                 result.called = called

@@ -35,7 +35,14 @@ from services.runtime.base.settings import LLMConfig
 from services.runtime.llm import calls as rules
 from services.runtime.llm.calls import CallTimeout
 from services.runtime.llm.modes import MODES
-from services.runtime.llm.sse import TRANSPORT_ERRORS, Response, StreamError, events
+from services.runtime.llm.sse import (
+    TRANSPORT_ERRORS,
+    Response,
+    StreamError,
+    as_text,
+    events,
+    gather_tool_calls,
+)
 from services.runtime.llm.types import ChatReply, Messages, StreamResult, ToolCall
 
 log = logging.getLogger("sidekick.llm")
@@ -52,16 +59,10 @@ CALL_ERRORS: tuple[type[Exception], ...] = (
     CallTimeout,
     *TRANSPORT_ERRORS,
 )
+# What ends a call before its answer: a failure, or the caller's task cancelled.
+CALLS_CUT: tuple[type[BaseException], ...] = (*CALL_ERRORS, asyncio.CancelledError)
 STREAM_OPTIONS = {"include_usage": True}
 RETRY_CAP = 30.0  # seconds: the longest back-off between two attempts
-
-
-def usage_of(raw: dict[str, Any] | None, model: str) -> Usage:
-    if not raw:
-        return Usage.of_call(model)
-    return Usage.of_call(
-        model, int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0)
-    )
 
 
 _HTTP: list[Any] = []  # the process's one HTTP client, made on first use
@@ -213,7 +214,11 @@ class Endpoint:
             try:
                 response, _ = await self._post("/chat/completions", body, stream=False)
                 data = orjson.loads(response.content)
-            except CALL_ERRORS as exc:
+            except CALLS_CUT as exc:
+                if isinstance(exc, CallTimeout | asyncio.CancelledError):  # the prompt was read
+                    rules.tally(rules.counted(self.model, messages, "", extra))
+                if not isinstance(exc, Exception):
+                    raise
                 raise self._fail(exc, span, started) from exc
             model = data.get("model") or self.model
             span.set_attribute("gen_ai.response.model", model)
@@ -229,21 +234,22 @@ class Endpoint:
                 ToolCall(
                     id=str(call.get("id") or ""),
                     name=str(fn.get("name") or ""),
-                    arguments=_text(fn.get("arguments")),
+                    arguments=as_text(fn.get("arguments")),
                 )
                 for call in message.get("tool_calls") or []
                 if isinstance(fn := call.get("function"), dict)
             ]
             content = message.get("content") or ""
-            reported = _reported(data.get("usage"))
+            reported = rules.reported(data.get("usage"))
             MODES.usage_seen(self.key, reported)
             if reported:
-                usage = usage_of(data.get("usage"), model)
+                usage = rules.usage_of(data.get("usage"), model)
             else:
                 said = content + "".join(c.arguments for c in calls)
                 usage = rules.counted(model, messages, said, extra)
             self._record(usage, started, span)
             self._cut(finish, body, usage.output_tokens)
+            rules.tally(usage)
             return ChatReply(
                 content=content, tool_calls=calls, finish_reason=finish, usage=usage, model=model
             )
@@ -267,7 +273,12 @@ class Endpoint:
     ) -> AsyncGenerator[str, None]:
         """Text deltas as they arrive; function calls the model makes are gathered in
         `result.tool_calls` (complete once the iteration ends). Closing the generator early,
-        or the timeout running out, closes the response, which stops the model."""
+        or the timeout running out, closes the response, which stops the model.
+
+        `result.usage` is what the call spent however it ends: the server's usage when its
+        last event came, else (a stream closed early by the caller, cancelled, timed out or
+        failed once the server had begun to answer) counted here from what was sent and what
+        came back, marked as counted (`Usage.counted_calls`)."""
         self._require()
         started = time.perf_counter()
         body = {
@@ -278,9 +289,11 @@ class Endpoint:
             **extra,
         }
         calls: dict[int, list[str]] = {}
+        answering = False  # the server took the call: from here on it costs something
         with self._span() as span:
             try:
                 response, deadline = await self._post("/chat/completions", body, stream=True)
+                answering = True
                 try:
                     reading = events(response)
                     while True:
@@ -295,12 +308,12 @@ class Endpoint:
                             ) from None
                         if (model := data.get("model")) and not result.model:
                             result.model = model
-                        if _reported(usage := data.get("usage")):
-                            result.usage = usage_of(usage, result.model or self.model)
+                        if rules.reported(usage := data.get("usage")):
+                            result.usage = rules.usage_of(usage, result.model or self.model)
                         for choice in data.get("choices") or ():
                             delta = choice.get("delta") or {}
                             if tool_calls := delta.get("tool_calls"):
-                                _gather(calls, tool_calls)
+                                gather_tool_calls(calls, tool_calls)
                             if choice.get("finish_reason"):
                                 result.finish_reason = choice["finish_reason"]
                             text = delta.get("content")
@@ -310,9 +323,11 @@ class Endpoint:
                 finally:
                     await response.aclose()
             except CALL_ERRORS as exc:
+                if answering:  # failed or timed out midway: what it spent so far is counted
+                    self._spent_so_far(result, calls, messages, body)
                 raise self._fail(exc, span, started) from exc
-            except GeneratorExit:  # the caller stopped reading: the call still happened
-                self._streamed(result, calls, span, started, messages, body)
+            except (GeneratorExit, asyncio.CancelledError):  # stopped reading: it still spent
+                self._streamed(result, calls, span, started, messages, body, whole=False)
                 raise
             self._streamed(result, calls, span, started, messages, body)
 
@@ -324,19 +339,36 @@ class Endpoint:
         started: float,
         messages: Messages,
         body: dict[str, Any],
+        *,
+        whole: bool = True,
     ) -> None:
+        """A stream that ended (`whole`: read to its end; else closed early by the caller):
+        its tool calls, model and usage, recorded."""
+        if whole:  # a stream cut short says nothing of whether the server reports usage
+            MODES.usage_seen(self.key, result.usage.calls > 0)
+        self._spent_so_far(result, calls, messages, body)
+        span.set_attribute("gen_ai.response.model", result.model)
+        self._record(result.usage, started, span)
+        self._cut(result.finish_reason, body, result.usage.output_tokens)
+
+    def _spent_so_far(
+        self,
+        result: StreamResult,
+        calls: dict[int, list[str]],
+        messages: Messages,
+        body: dict[str, Any],
+    ) -> None:
+        """Fill in what the call made and spent: its tool calls, its model, and its usage, the
+        server's if it reported it, else counted from what was sent and what came back."""
         result.tool_calls = [
             ToolCall(id=parts[0], name=parts[1], arguments=parts[2])
             for _, parts in sorted(calls.items())
         ]
         result.model = result.model or self.model
-        MODES.usage_seen(self.key, result.usage.calls > 0)
         if result.usage.calls == 0:  # the server reported none: counted here
             said = result.text + "".join(c.arguments for c in result.tool_calls)
             result.usage = rules.counted(result.model, messages, said, body)
-        span.set_attribute("gen_ai.response.model", result.model)
-        self._record(result.usage, started, span)
-        self._cut(result.finish_reason, body, result.usage.output_tokens)
+        rules.tally(result.usage)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         self._require()
@@ -356,32 +388,3 @@ class Endpoint:
             tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
             self._record(Usage(input_tokens=tokens, calls=1), started, span)
             return vectors
-
-
-def _reported(usage: Any) -> bool:
-    """Whether a server's `usage` says anything (llama.cpp's streams carry none, or zeros)."""
-    return isinstance(usage, dict) and bool(
-        usage.get("prompt_tokens") or usage.get("completion_tokens")
-    )
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
-
-
-def _gather(calls: dict[int, list[str]], deltas: list[dict[str, Any]]) -> None:
-    """Fold streamed tool-call fragments (by index: id and name first, then the arguments in
-    pieces) into `calls[index] = [id, name, arguments]`."""
-    for i, delta in enumerate(deltas):
-        index = delta.get("index", i)
-        parts = calls.setdefault(index if isinstance(index, int) else i, ["", "", ""])
-        if delta.get("id"):
-            parts[0] = str(delta["id"])
-        fn = delta.get("function") or {}
-        name = str(fn.get("name") or "")
-        if name and name != parts[1]:  # a server may repeat the whole name in each fragment
-            parts[1] += name
-        if fn.get("arguments"):
-            parts[2] += _text(fn["arguments"])

@@ -2,7 +2,8 @@
 possible: split the body into lines, join an event's `data:` lines, parse each with orjson.
 
 An event whose JSON has an `error` (servers report failures mid-stream that way) raises
-`StreamError`; `data: [DONE]` ends the stream.
+`StreamError`; `data: [DONE]` ends the stream. Tool calls arrive in fragments across events:
+`gather_tool_calls` folds them together.
 """
 
 from __future__ import annotations
@@ -73,3 +74,26 @@ def _parse(payload: bytes) -> dict[str, Any]:
             code if isinstance(code, int) else None,
         )
     return event
+
+
+def as_text(value: Any) -> str:
+    """A tool call's arguments as text (a server may send them as JSON)."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def gather_tool_calls(calls: dict[int, list[str]], deltas: list[dict[str, Any]]) -> None:
+    """Fold streamed tool-call fragments (by index: id and name first, then the arguments in
+    pieces) into `calls[index] = [id, name, arguments]`."""
+    for i, delta in enumerate(deltas):
+        index = delta.get("index", i)
+        parts = calls.setdefault(index if isinstance(index, int) else i, ["", "", ""])
+        if delta.get("id"):
+            parts[0] = str(delta["id"])
+        fn = delta.get("function") or {}
+        name = str(fn.get("name") or "")
+        if name and name != parts[1]:  # a server may repeat the whole name in each fragment
+            parts[1] += name
+        if fn.get("arguments"):
+            parts[2] += as_text(fn["arguments"])

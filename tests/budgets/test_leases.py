@@ -1,0 +1,252 @@
+"""Budgets by lease (services/runtime/budgets/leases.py), through the seam `Budget.step`, on a KV
+bucket in memory and on the real server, each `Budget` standing for one process:
+
+- a busy principal's steps are held from its lease: after the lease is taken they write nothing
+  to the bucket, and the counts land in one write per flush interval, each request once;
+- two processes racing many concurrent steps of one principal, each step using exactly what it
+  held: at every write the day's count plus every live lease and hold stays within the limit,
+  and the day ends with every call counted once and never past the limit;
+- a request counted by one process and counted again by another (a redelivery) counts once;
+- the lease of a process that died lapses after SIDEKICK_BUDGET_LEASE_SECONDS: its room returns;
+- a count the bucket refuses is kept and lands, once, when the bucket takes writes again;
+- a stopping process writes its counts and returns its lease, its holds left as per-step holds;
+- near the limit no lease is taken: steps are held one by one in the bucket."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts import Usage
+from services.runtime.base.settings import Settings
+from services.runtime.budgets import Ask, Budget, OverBudget
+from services.runtime.budgets.accounts import Day, day_key, session_key
+from services.runtime.budgets.leases import HOT_STEPS, LEASE
+
+STEP = 1000  # tokens one step holds (one call's maximum)
+USED = Usage.of_call("m", 600, 400)  # and uses: all of it
+
+
+@dataclass(frozen=True)
+class Req:
+    request_id: str
+    principal: str = "pat"
+    session_id: str = "pat/s1"
+    ts: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+class Watched:
+    """The bucket, with every operation recorded and every value written checked against the
+    day's limit (`limit`: counted plus every live hold and lease, at the moment it is
+    written); `refusing`: writes fail as when the store does not answer."""
+
+    def __init__(self, kv: Any, limit: int = 0) -> None:
+        self.kv = kv
+        self.limit = limit
+        self.ops: list[tuple[str, str]] = []
+        self.worst = 0  # the most the day's value ever committed
+        self.leased = False  # whether a lease was ever written in the day
+        self.refusing = False
+
+    async def get(self, key: str) -> Any:
+        self.ops.append(("get", key))
+        return await self.kv.get(key)
+
+    def _check(self, key: str, value: bytes) -> None:
+        if self.refusing:
+            raise TimeoutError("the store did not answer")
+        if key == day_key("pat"):
+            day = Day.model_validate_json(value)
+            self.worst = max(self.worst, day.committed(time.time())[0])
+            self.leased = self.leased or bool(leases(day))
+
+    async def create(self, key: str, value: bytes) -> int:
+        self.ops.append(("write", key))
+        self._check(key, value)
+        return int(await self.kv.create(key, value))
+
+    async def update(self, key: str, value: bytes, last: int) -> int:
+        self.ops.append(("write", key))
+        self._check(key, value)
+        return int(await self.kv.update(key, value, last=last))
+
+
+def budget(kv: Any, **settings: Any) -> Budget:
+    return Budget(lambda: kv, Settings(**{"budget_flush_seconds": 0.2, **settings}), "test")
+
+
+def one_call(step: str = "frontline") -> Ask:
+    return Ask(step, 0, 0.0, STEP, STEP, 0.0)
+
+
+async def stored(kv: Any, key: str) -> Day:
+    return Day.model_validate_json((await kv.get(key)).value or b"")
+
+
+def leases(day: Day) -> dict[str, int]:
+    return {name: h.tokens for name, h in day.held.items() if h.step == LEASE}
+
+
+async def step(spend: Budget, request_id: str, **req: Any) -> None:
+    async with spend.step(Req(request_id, **req), one_call(), part="frontline") as meter:
+        meter.add(USED)
+
+
+async def test_a_busy_principal_steps_from_its_lease_and_its_counts_land_in_batches(
+    kv: Any,
+) -> None:
+    watched = Watched(kv)
+    spend = budget(watched)
+    for i in range(HOT_STEPS + 2):  # not busy yet: held and counted step by step
+        await step(spend, f"r{i}")
+    leased = len(watched.ops)
+    for i in range(HOT_STEPS + 2, 40):
+        await step(spend, f"r{i}")
+    # 35 more steps: a few writes as the lease grows with the rate, no read or write per step
+    assert len(watched.ops[leased:]) <= 8, watched.ops[leased:]
+    day = await stored(kv, day_key("pat"))
+    assert list(leases(day)) == [spend.ledger.lease_name]
+    assert leases(day)[spend.ledger.lease_name] >= 8 * STEP  # at least eight steps' holds
+    stepped = len(watched.ops)
+    await asyncio.sleep(0.5)  # one flush interval and more
+    day = await stored(kv, day_key("pat"))
+    assert (day.input_tokens, day.output_tokens, day.calls) == (40 * 600, 40 * 400, 40)
+    assert sorted(day.counted) == sorted(f"r{i}.frontline" for i in range(40))
+    writes = [op for op in watched.ops[stepped:] if op[0] == "write"]
+    assert len(writes) <= 3, writes  # the day's batch; the two leases returned once idle
+    await asyncio.sleep(1.0)  # idle: the leases go back
+    for key in (day_key("pat"), session_key("pat", "pat/s1")):
+        day = await stored(kv, key)
+        assert (day.calls, day.held) == (40, {})
+
+
+async def test_two_processes_racing_one_principal_never_pass_the_day(kv: Any) -> None:
+    limit = 60 * STEP
+    watched = Watched(kv, limit)
+    a, b = budget(watched, budget_daily_tokens=limit), budget(watched, budget_daily_tokens=limit)
+    refused: list[OverBudget] = []
+    made: list[str] = []
+
+    async def one(spend: Budget, request_id: str, session: str) -> None:
+        try:
+            async with spend.step(Req(request_id, session_id=session), one_call()) as meter:
+                await asyncio.sleep(0.01)  # the call, while other steps are held
+                made.append(request_id)
+                meter.add(USED)
+        except OverBudget as exc:
+            refused.append(exc)
+
+    for wave in range(3):
+        await asyncio.gather(
+            *(one(a if i % 2 else b, f"w{wave}r{i}", f"pat/s{i % 5}") for i in range(40))
+        )
+    await asyncio.sleep(0.5)
+    day = await stored(kv, day_key("pat"))
+    assert watched.leased  # the race began on leases and ended step by step
+    assert watched.worst <= limit  # at every write: counted + every live lease and hold
+    assert day.input_tokens + day.output_tokens == len(made) * STEP <= limit
+    assert day.calls == len(made) and sorted(day.counted) == sorted(made)
+    assert refused and len(made) + len(refused) == 120
+    assert all("daily tokens" in r.limit.note() for r in refused)
+
+
+async def test_a_request_counted_by_two_processes_counts_once(kv: Any) -> None:
+    a, b = budget(kv), budget(kv)
+    for i in range(HOT_STEPS + 3):  # both busy, both leasing
+        await step(a, f"a{i}")
+        await step(b, f"b{i}")
+    assert len(leases(await stored(kv, day_key("pat")))) == 2
+    async with a.step(Req("r1"), one_call(), part="frontline") as meter:
+        meter.add(USED)
+    async with b.step(Req("r1"), one_call(), part="frontline") as meter:  # a redelivery
+        meter.add(USED)
+    await asyncio.sleep(0.6)
+    day = await stored(kv, day_key("pat"))
+    assert day.counted.count("r1.frontline") == 1
+    assert day.calls == 2 * (HOT_STEPS + 3) + 1
+
+
+async def test_a_dead_processes_lease_lapses_and_its_room_returns(kv: Any) -> None:
+    dead = budget(kv, budget_lease_seconds=1.0, budget_daily_tokens=100 * STEP)
+    for i in range(HOT_STEPS + 2):
+        await step(dead, f"r{i}")
+    holding = asyncio.Event()
+
+    async def in_flight() -> None:
+        async with dead.step(Req("inflight"), one_call(), part="frontline"):
+            holding.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(in_flight())
+    await holding.wait()
+    task.cancel()  # the process dies mid-call: nothing of it runs again
+    for account in dead.ledger.accounts.values():
+        if account.task is not None:
+            account.task.cancel()
+    day = await stored(kv, day_key("pat"))
+    lease = day.held[dead.ledger.lease_name]
+    assert lease.tokens >= 8 * STEP  # its slice, with the call in flight held in it
+    assert "inflight.frontline" not in day.held
+    counted = day.input_tokens + day.output_tokens
+    assert day.committed(time.time())[0] == counted + lease.tokens
+    await asyncio.sleep(1.2)
+    day = await stored(kv, day_key("pat"))
+    assert day.committed(time.time())[0] == counted  # lapsed: its room is the day's again
+    # Another process leases from the day as if the dead one had never held any of it.
+    other = budget(kv, budget_daily_tokens=100 * STEP)
+    for i in range(HOT_STEPS + 1):
+        await step(other, f"o{i}")
+    day = await stored(kv, day_key("pat"))
+    assert list(leases(day)) == [other.ledger.lease_name]  # the dead one dropped by a write
+    counted = day.input_tokens + day.output_tokens
+    assert day.committed(time.time())[0] == counted + leases(day)[other.ledger.lease_name]
+
+
+async def test_a_count_the_bucket_refuses_lands_once_it_takes_writes_again(kv: Any) -> None:
+    watched = Watched(kv)
+    spend = budget(watched)
+    await step(spend, "r0")
+    async with spend.step(Req("r1"), one_call(), part="frontline") as meter:
+        meter.add(USED)
+        watched.refusing = True  # held, called; then the store stops answering
+    day = await stored(kv, day_key("pat"))
+    assert day.counted == ["r0.frontline"] and "r1.frontline" in day.held
+    await asyncio.sleep(0.5)  # tried again meanwhile, refused again
+    watched.refusing = False
+    for _ in range(100):
+        day = await stored(kv, day_key("pat"))
+        session = await stored(kv, session_key("pat", "pat/s1"))
+        if "r1.frontline" in day.counted and "r1.frontline" in session.counted:
+            break
+        await asyncio.sleep(0.1)
+    assert day.counted == ["r0.frontline", "r1.frontline"]
+    assert (day.calls, day.input_tokens, day.held) == (2, 1200, {})
+    assert (session.calls, session.counted, session.held) == (2, day.counted, {})
+
+
+async def test_a_stopping_process_writes_its_counts_and_returns_its_lease(kv: Any) -> None:
+    spend = budget(kv, budget_flush_seconds=60)
+    for i in range(HOT_STEPS + 5):
+        await step(spend, f"r{i}")
+    async with spend.step(Req("inflight"), one_call(), part="frontline") as meter:
+        meter.hand_on()  # goes on elsewhere: its hold must stay
+    assert (await stored(kv, day_key("pat"))).calls < HOT_STEPS + 5  # batched, not written
+    await spend.drain()
+    day = await stored(kv, day_key("pat"))
+    assert day.calls == HOT_STEPS + 5 and len(day.counted) == HOT_STEPS + 5
+    assert leases(day) == {}
+    assert day.held["inflight.frontline"].tokens == STEP  # now a per-step hold
+
+
+async def test_near_the_limit_steps_are_held_one_by_one(kv: Any) -> None:
+    spend = budget(kv, budget_daily_tokens=20 * STEP)  # less than four slices of eight steps
+    for i in range(HOT_STEPS + 3):
+        async with spend.step(Req(f"r{i}"), one_call(), part="frontline") as meter:
+            day = await stored(kv, day_key("pat"))
+            assert leases(day) == {} and f"r{i}.frontline" in day.held
+            meter.add(USED)
+    day = await stored(kv, day_key("pat"))
+    assert (day.calls, day.held) == (HOT_STEPS + 3, {})
