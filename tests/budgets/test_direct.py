@@ -16,17 +16,16 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 from nats.aio.client import Client as NATS
 
 from services.runtime.bus.kvstore import key_for
-from tests.support.budgets import as_estimated, day_of, session_of
+from tests.support.budgets import as_estimated, day_of, hello_race, session_of
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient
-from tests.support.harness import Conversation, System
+from tests.support.harness import System
 from tests.support.systems import Systems
 from tests.support.waits import wait_for
 
@@ -113,32 +112,10 @@ async def test_a_day_without_room_for_the_calls_maximum_refuses_it_at_the_frontl
 async def test_direct_requests_racing_for_the_last_of_a_day_never_spend_past_it(
     direct: System, fake_llm: FakeOpenAI, nc: NATS
 ) -> None:
-    gate = threading.Event()  # every call waits, so that all eight race while holds stand
-    fake_llm.script("fake-frontline", lambda body: Reply("Hello there.", wait=gate))
-    fake_llm.usage_of = as_estimated
-    refused: list[dict[str, Any]] = []
-
-    async def one(n: int) -> Conversation | None:
-        async with AuthClient(direct.ws_url, "oscar", events=True) as oscar:
-            await oscar.send({"uuid": oscar.uuid, "message": f"hello number {n}"})
-            frames = await oscar.frames_until(lambda f: f.get("event") == "ack" or "error" in f)
-            if "error" in frames[-1]:
-                refused.append(frames[-1]["error"])
-                return None
-            convo = await oscar.until_end_of(str(frames[-1]["request_id"]))
-            if convo.end["status"] == "failed":
-                refused.append(convo.errors[-1])
-            return convo
-
-    racing = asyncio.gather(*(one(n) for n in range(RACERS)))
-    try:
-        await wait_for(
-            lambda: len(fake_llm.chat_calls("fake-frontline")) + len(refused) == RACERS,
-            timeout=60,
-        )
-    finally:
-        gate.set()
-    ended = [c for c in await racing if c is not None]
+    race = await hello_race(direct, fake_llm, "oscar", RACERS, timeout=60)
+    race.gate.set()
+    refused = race.refused
+    ended = await race.ended()
     completed = [c for c in ended if c.end["status"] == "completed"]
     calls = fake_llm.chat_calls("fake-frontline")
     used = [sum(as_estimated(body)) for body in calls]

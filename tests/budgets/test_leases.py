@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from contracts import Usage
@@ -25,17 +23,10 @@ from services.runtime.base.settings import Settings
 from services.runtime.budgets import Ask, Budget, OverBudget
 from services.runtime.budgets.accounts import Day, day_key, session_key
 from services.runtime.budgets.leases import HOT_STEPS, LEASE
+from tests.support.budgets import Req
 
 STEP = 1000  # tokens one step holds (one call's maximum)
 USED = Usage.of_call("m", 600, 400)  # and uses: all of it
-
-
-@dataclass(frozen=True)
-class Req:
-    request_id: str
-    principal: str = "pat"
-    session_id: str = "pat/s1"
-    ts: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 class Watched:

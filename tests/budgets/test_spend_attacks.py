@@ -24,7 +24,6 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,12 +34,13 @@ from contracts import Subjects
 from services.runtime.budgets.accounts import Day, day_key
 from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.budgets.leases import LEASE
-from services.runtime.bus.natsserver import NatsServer
+from tests.support.budgets import as_estimated, bucket, hello_race
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
-from tests.support.gateway_client import AuthClient, api, tokens_env
-from tests.support.harness import Conversation, System, llm_env
+from tests.support.gateway_client import AuthClient, api
+from tests.support.harness import Conversation, System
 from tests.support.scripts import evaluator_held
-from tests.support.workers_support import wait_for
+from tests.support.systems import Systems
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -50,30 +50,29 @@ LONG = " ".join(f"word{n}" for n in range(400))  # streamed a word at a time, sl
 CJK = "漢字仮名交じり文" * 2000  # 16,000 characters, about a token each
 
 
-def spend_system(nats_url: str, fake_llm: FakeOpenAI, logs: Path, **env: str) -> System:
-    full = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_WORKERS": "GENERAL",
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_BUDGET_DAILY_TOKENS": str(DAY),
-        "SIDEKICK_LLM_MAX_TOKENS_ANSWER": str(ANSWER),
-        "SIDEKICK_BUDGET_LEASE_SECONDS": "3",
-        "SIDEKICK_BUDGET_FLUSH_SECONDS": "0.3",
-        "SIDEKICK_RATE_LIMIT_PER_MINUTE": "0",
-        "SIDEKICK_MAX_CONCURRENT_REQUESTS": "0",
-        **env,
-    }
-    return System(nats_url, full, logs)
+# Every system here: tokens required, the GENERAL worker, a day of DAY tokens, answers of at
+# most ANSWER, leases of 3 s whose counts land every 0.3 s, and no request limits.
+SPENDING = {
+    "SIDEKICK_BUDGET_DAILY_TOKENS": str(DAY),
+    "SIDEKICK_LLM_MAX_TOKENS_ANSWER": str(ANSWER),
+    "SIDEKICK_BUDGET_LEASE_SECONDS": "3",
+    "SIDEKICK_BUDGET_FLUSH_SECONDS": "0.3",
+    "SIDEKICK_RATE_LIMIT_PER_MINUTE": "0",
+    "SIDEKICK_MAX_CONCURRENT_REQUESTS": "0",
+}
+
+
+def spend_system(systems: Systems, **options: Any) -> Iterator[System]:
+    return systems.run(workers="GENERAL", auth=True, variables=SPENDING, **options)
 
 
 @pytest.fixture(scope="module")
-def spending(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with spend_system(nats_server.url, fake_llm, logs_dir).start_all() as sys_:
-        yield sys_
+def spending(systems: Systems) -> Iterator[System]:
+    yield from spend_system(systems)
 
 
 async def day_of(nc: NATS, system: System, principal: str) -> Day:
-    kv = await nc.jetstream().key_value(Subjects(system.namespace).bucket("budgets"))
+    kv = await bucket(nc, system)
     try:
         entry = await kv.get(day_key(principal))
     except Exception:  # nothing held or counted yet
@@ -301,11 +300,8 @@ async def test_a_frontline_killed_while_it_holds_a_lease_returns_its_slice_after
 
 
 @pytest.fixture(scope="module")
-def impatient(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with spend_system(
-        nats_server.url, fake_llm, logs_dir, SIDEKICK_LLM_TIMEOUT="1", SIDEKICK_LLM_MAX_RETRIES="0"
-    ).start_all() as sys_:
-        yield sys_
+def impatient(systems: Systems) -> Iterator[System]:
+    yield from spend_system(systems, SIDEKICK_LLM_TIMEOUT="1", SIDEKICK_LLM_MAX_RETRIES="0")
 
 
 async def test_a_workers_call_that_timed_out_is_counted_at_its_prompt(
@@ -327,48 +323,20 @@ RACERS = 64
 
 
 @pytest.fixture(scope="module")
-def replicated(nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path) -> Iterator[System]:
-    with spend_system(
-        nats_server.url, fake_llm, logs_dir, SIDEKICK_BUDGET_DAILY_TOKENS="40000"
-    ).start_all(replicas=2) as sys_:
-        yield sys_
-
-
-def as_estimated(body: dict[str, Any]) -> tuple[int, int]:
-    """A call's usage as the frontline's hold counts it: the prompt estimated, the reply full."""
-    return prompt_estimate(body["messages"], body.get("tools")), int(body["max_tokens"])
+def replicated(systems: Systems) -> Iterator[System]:
+    yield from spend_system(systems, replicas=2, SIDEKICK_BUDGET_DAILY_TOKENS="40000")
 
 
 async def test_one_principal_racing_across_replicas_never_passes_its_day(
     replicated: System, fake_llm: FakeOpenAI, nc: NATS
 ) -> None:
-    gate = threading.Event()
-    fake_llm.script("fake-frontline", lambda body: Reply("Hello there.", wait=gate))
-    fake_llm.usage_of = as_estimated  # each call uses exactly what it held
-    refused: list[dict[str, Any]] = []
-
-    async def one(n: int) -> Conversation | None:
-        async with AuthClient(replicated.ws_url, "oscar", events=True) as oscar:
-            await oscar.send({"uuid": oscar.uuid, "message": f"hello number {n}"})
-            frames = await oscar.frames_until(lambda f: f.get("event") == "ack" or "error" in f)
-            if "error" in frames[-1]:
-                refused.append(frames[-1]["error"])
-                return None
-            convo = await oscar.until_end_of(str(frames[-1]["request_id"]))
-            if convo.end["status"] == "failed":
-                refused.append(convo.errors[-1])
-            return convo
-
-    racing = asyncio.gather(*(one(n) for n in range(RACERS)))
+    race = await hello_race(replicated, fake_llm, "oscar", RACERS, timeout=120)
     try:
-        await wait_for(
-            lambda: len(fake_llm.chat_calls("fake-frontline")) + len(refused) == RACERS,
-            timeout=120,
-        )
         held = await day_of(nc, replicated, "oscar")
     finally:
-        gate.set()
-    ended = [c for c in await racing if c is not None]
+        race.gate.set()
+    refused = race.refused
+    ended = await race.ended()
     calls = fake_llm.chat_calls("fake-frontline")
     used = [sum(as_estimated(body)) for body in calls]
     assert RACERS * min(used) > 40_000  # together they would pass the day

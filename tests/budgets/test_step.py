@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,14 +20,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.budgets import Ask, Budget, OverBudget
 from services.runtime.budgets.accounts import Day, day_key, session_key
 from services.runtime.budgets.holds import PARKED
-
-
-@dataclass(frozen=True)
-class Req:
-    request_id: str
-    principal: str = "pat"
-    session_id: str = "pat/s1"
-    ts: datetime = field(default_factory=lambda: datetime.now(UTC))
+from tests.support.budgets import Req
 
 
 @dataclass
