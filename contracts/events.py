@@ -19,6 +19,14 @@ from pydantic import Field, TypeAdapter
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, Verdict, WorkerType
+from contracts.frontend import (
+    ContextItem,
+    FrontendStop,
+    FrontendTool,
+    LoopMessage,
+    ToolCall,
+    ToolResult,
+)
 
 
 class RequestOptions(Event):
@@ -40,6 +48,16 @@ class RequestOptions(Event):
     preferences: dict[str, str] = Field(
         default_factory=dict,
         description="The principal's standing preferences, for the planner (workflows).",
+    )
+    frontend_tools: list[FrontendTool] = Field(
+        default_factory=list,
+        description="Tools the client runs itself (AG-UI): the TOOLS worker offers them to the "
+        "model; a request that has any is done by the TOOLS worker (contracts/frontend.py).",
+    )
+    context: list[ContextItem] = Field(
+        default_factory=list,
+        description="Context the client app sent (AG-UI): data for the models, not the user's "
+        "words.",
     )
 
 
@@ -117,6 +135,19 @@ class WorkerTask(Event):
         description="An approval decided for this request's action: the worker runs only the "
         "arguments whose digest it holds, or reports the decline.",
     )
+    frontend_tools: list[FrontendTool] = Field(
+        default_factory=list,
+        description="The client's own tools (TOOLS): offered to the model; a call of one stops "
+        "the worker (`WorkerResult.frontend`).",
+    )
+    context: list[ContextItem] = Field(
+        default_factory=list, description="Context the client app sent: data, not instructions."
+    )
+    transcript: list[LoopMessage] = Field(
+        default_factory=list,
+        description="The TOOLS conversation so far (after the prompt), with the client's results "
+        "of its tools' calls: the worker goes on from there.",
+    )
 
 
 class WorkerResult(Event):
@@ -151,6 +182,11 @@ class WorkerResult(Event):
         "model call (e.g. 'model calls budget (2 of the 2 left to this request)'); the "
         "request ends partial with its best answer (this output, when `success`) and a note "
         "naming it.",
+    )
+    frontend: FrontendStop | None = Field(
+        default=None,
+        description="The model called tools the client runs itself: the request is parked "
+        "until the client's results arrive, then goes on from this conversation.",
     )
 
 
@@ -318,6 +354,11 @@ class ClarificationRequested(Event):
     approval: Approval | None = Field(
         default=None, description="Set when the request waits for approval of an action."
     )
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list,
+        description="Set when the request waits for the client to run these calls of its own "
+        "tools (AG-UI frontend tools) and send their results.",
+    )
 
 
 class ClarificationAnswered(Event):
@@ -329,6 +370,10 @@ class ClarificationAnswered(Event):
     additional_context: str | None = Field(default=None, description="Anything else given.")
     approval_id: str | None = Field(
         default=None, description="The approval this answer decided (see the approvals bucket)."
+    )
+    tool_results: list[ToolResult] = Field(
+        default_factory=list,
+        description="The client's results of the tool calls the request waits for.",
     )
 
 

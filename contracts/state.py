@@ -13,6 +13,7 @@ from contracts.approvals import Approval
 from contracts.base import Model, Turn, WorkflowStatus, utcnow
 from contracts.decisions import Question, WorkerType
 from contracts.events import Outcome
+from contracts.frontend import ContextItem, FrontendTool
 
 TerminalState = Literal["completed", "partial", "failed", "cancelled"]
 """How a request's life ends (and the orchestrator's attempt loop with it)."""
@@ -83,6 +84,12 @@ class RequestRecord(Model):
     )
     history: list[Turn] = Field(
         default_factory=list, description="Earlier turns the client sent with the request."
+    )
+    frontend_tools: list[FrontendTool] = Field(
+        default_factory=list, description="Tools the client runs itself (AG-UI)."
+    )
+    context: list[ContextItem] = Field(
+        default_factory=list, description="Context the client app sent (AG-UI)."
     )
     hidden: bool = Field(
         default=False, description="Deleted by its owner: no longer listed nor found by the API."

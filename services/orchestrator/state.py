@@ -19,6 +19,7 @@ from contracts import (
     WorkerResult,
 )
 from contracts.approvals import Approval
+from contracts.frontend import LoopMessage, ToolCall
 from contracts.state import TerminalState
 
 Status = Literal[
@@ -30,6 +31,8 @@ Status = Literal[
     TerminalState,
 ]
 MAX_CLARIFICATION_ROUNDS = 2
+# How many times one request may stop for its client's own tools (AG-UI frontend tools).
+MAX_TOOL_ROUNDS = 10
 # Kinds whose success is a side effect in the world (a sent email): judging it afterwards could
 # only lead to a second send, so a successful result ends the request.
 SIDE_EFFECT_WORKERS = frozenset({"EMAIL"})
@@ -71,6 +74,16 @@ class LoopState(Model):
     approvals: list[Approval] = Field(
         default_factory=list, description="Approvals decided so far, with their decisions."
     )
+    waiting_tools: list[ToolCall] = Field(
+        default_factory=list,
+        description="The client's tool calls it is parked on (AG-UI frontend tools).",
+    )
+    transcript: list[LoopMessage] = Field(
+        default_factory=list,
+        description="The TOOLS conversation carried to the next attempt: up to the client's "
+        "tool calls, and their results once they came.",
+    )
+    tool_rounds: int = Field(default=0, ge=0, description="Client tool rounds so far.")
     cancel_reason: str | None = Field(default=None, description="Why it was cancelled.")
     budget_note: str | None = Field(
         default=None, description="Set when a budget stopped it: which limit, and the spend."

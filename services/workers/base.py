@@ -10,6 +10,7 @@ from contracts import WorkerResult, WorkerTask, WorkflowStatus
 from services.runtime.base.settings import Settings
 from services.runtime.bus.core import Bus
 from services.runtime.llm import LLMClient
+from services.runtime.llm.prompts import context_block
 
 StageReporter = Callable[[WorkerTask, WorkflowStatus, str], Awaitable[None]]
 
@@ -67,6 +68,7 @@ def task_prompt(
         f"Success criteria: {task.success_criteria}",
     ]
     text = "\n\n".join(paragraphs) + after_criteria + retry_context(task)
+    text += context_block(task.context)
     return text if data is None else f"{text}\n\n{data}"
 
 

@@ -169,6 +169,8 @@ def request_of(record: RequestRecord) -> ChatRequested:
         planned=record.planned,
         preferences=record.preferences,
         history=record.history,
+        frontend_tools=record.frontend_tools,
+        context=record.context,
     )
 
 
