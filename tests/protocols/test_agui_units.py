@@ -1,0 +1,388 @@
+"""AG-UI frontend tools and re-attach, piece by piece without a broker: the framing of a
+re-attached stream at every possible cut, the tool loop handing a client's tool off and going
+on from the carried conversation, the gate's policy over client tools, the attempt loop parking
+on them and resuming once, and that no client tool can stand in for one of Sidekick's."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import pkgutil
+from typing import Any
+
+import pytest
+from ag_ui.core import EventType
+
+from contracts import (
+    ClarificationAnswered,
+    ClarificationRequested,
+    OrchestratorDecision,
+    Progress,
+    Question,
+    RequestCompleted,
+    RequestRouted,
+    StreamChunk,
+    ToolUse,
+    Usage,
+    WorkerResult,
+)
+from contracts.approvals import Approval
+from contracts.frontend import SIDEKICK_TOOLS, FrontendStop, FrontendTool, LoopMessage, ToolCall
+from services.gateway.agui.stream import Cut
+from services.gateway.agui.translate import Run, Translator
+from services.orchestrator import loop
+from services.orchestrator.loop import Dispatch, Finish
+from services.orchestrator.state import MAX_TOOL_ROUNDS
+from services.runtime.approvals.policy import Policy
+from services.runtime.llm import ChatReply
+from services.runtime.llm.types import ToolCall as ModelCall
+from services.workers.tools import frontend
+from services.workers.tools.gate import ToolGate
+from services.workers.tools.loop import run_tool_loop
+from services.workers.tools.toolbox import Args, Call, RunContext, Tool, ToolBox
+from tests.support.workers_support import task
+
+pytestmark = pytest.mark.fast
+
+RUN = Run("t1", "run-1", "r1", 0)
+
+
+def stored() -> list[Any]:
+    """A routed request with a step, a tool call, streamed text and its end, as stored."""
+    ids = {"request_id": "r1", "session_id": "s1"}
+    use = ToolUse(call_id="c1", name="files_list", arguments="{}", result="[]", ok=True, attempt=1)
+    return [
+        Progress(**ids, stage="routed", detail="tools"),
+        Progress(**ids, stage="attempt_started", attempt=1),
+        Progress(**ids, stage="worker_step", attempt=1, tool=use),
+        StreamChunk(**ids, seq=0, text="Hello "),
+        StreamChunk(**ids, seq=1, text="there."),
+        Progress(**ids, stage="attempt_finished", attempt=1),
+        Progress(**ids, stage="evaluated", attempt=1, passed=True, score=90, feedback="ok"),
+        RequestCompleted(**ids, status="completed", output="Hello there.", route="orchestrated"),
+    ]
+
+
+STORED = stored()
+
+
+def stream(position: tuple[int, int] | None) -> list[tuple[str | None, dict[str, Any]]]:
+    """The events one response sends, as (SSE id, data), the stored events at seq 10, 11..."""
+    translator = Translator(RUN)
+    opening = translator.opening()
+    cut = Cut(position, opening[0], (0, 0))
+    chunks = cut.opening()
+    for k, event in enumerate(opening):
+        chunks += cut.take(event, 0, k)
+    for seq, event in enumerate(STORED, start=10):
+        for k, out in enumerate(translator.take(event)):
+            chunks += cut.take(out, seq, k)
+    chunks += cut.closing()
+    sent = []
+    for chunk in chunks:
+        lines = chunk.decode().strip().split("\n")
+        sse_id = lines[0].removeprefix("id: ") if lines[0].startswith("id: ") else None
+        sent.append((sse_id, json.loads(lines[-1].removeprefix("data: "))))
+    return sent
+
+
+def valid_for_a_fresh_client(events: list[dict[str, Any]]) -> None:
+    """What @ag-ui/client's verifier demands of a stream, from its first event."""
+    assert events[0]["type"] == EventType.RUN_STARTED
+    steps: set[str] = set()
+    messages: set[str] = set()
+    tools: set[str] = set()
+    for e in events[1:]:
+        kind = e["type"]
+        if kind == EventType.STEP_STARTED:
+            steps.add(e["stepName"])
+        elif kind == EventType.STEP_FINISHED:
+            steps.remove(e["stepName"])  # KeyError: finished a step never started
+        elif kind == EventType.TEXT_MESSAGE_START:
+            messages.add(e["messageId"])
+        elif kind in (EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END):
+            assert e["messageId"] in messages, e
+            if kind == EventType.TEXT_MESSAGE_END:
+                messages.remove(e["messageId"])
+        elif kind == EventType.TOOL_CALL_START:
+            tools.add(e["toolCallId"])
+        elif kind in (EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END):
+            assert e["toolCallId"] in tools, e
+            if kind == EventType.TOOL_CALL_END:
+                tools.remove(e["toolCallId"])
+        elif kind == EventType.RUN_FINISHED:
+            assert not (steps or messages or tools), (steps, messages, tools)
+    assert events[-1]["type"] == EventType.RUN_FINISHED
+
+
+def test_every_event_has_its_id_on_the_wire_and_in_its_metadata() -> None:
+    whole = stream(None)
+    valid_for_a_fresh_client([data for _, data in whole])
+    assert all(sse_id is not None for sse_id, _ in whole)
+    assert [data["metadata"]["sidekick"]["eventId"] for _, data in whole] == [i for i, _ in whole]
+
+
+def test_a_stream_re_attached_after_any_event_is_valid_and_misses_and_repeats_nothing() -> None:
+    whole = stream(None)
+    position = [tuple(int(p) for p in sse_id.split(".")) for sse_id, _ in whole if sse_id]
+    reopened: set[str] = set()
+    for n, cut in enumerate(position):
+        got = stream((cut[0], cut[1]))
+        valid_for_a_fresh_client([data for _, data in got])
+        framing = [data for sse_id, data in got if sse_id is None]
+        rest = [(sse_id, data) for sse_id, data in got if sse_id is not None]
+        assert rest == whole[n + 1 :], f"after {cut}"  # every event after the cut, once
+        assert framing[0]["type"] == EventType.RUN_STARTED and framing[0]["runId"] == "run-1"
+        assert all("metadata" not in f for f in framing)  # framing moves no client's position
+        if rest:  # the framing comes first
+            assert [sse_id for sse_id, _ in got].index(rest[0][0]) == len(framing)
+        reopened |= {f["type"] for f in framing[1:]}
+    # Cut inside a step, a text message and a tool call, each was opened again (and after the
+    # end, the end was sent again).
+    assert reopened == {"STEP_STARTED", "TEXT_MESSAGE_START", "TOOL_CALL_START", "RUN_FINISHED"}
+
+
+def test_a_client_that_saw_the_end_gets_the_start_and_the_end_again() -> None:
+    whole = stream(None)
+    last = tuple(int(p) for p in str(whole[-1][0]).split("."))
+    got = stream((last[0], last[1]))
+    assert [(sse_id, data["type"]) for sse_id, data in got] == [
+        (None, EventType.RUN_STARTED),
+        (None, EventType.RUN_FINISHED),
+    ]
+
+
+def test_a_request_parked_on_client_tools_ends_the_run_with_the_calls_and_no_result() -> None:
+    translator = Translator(RUN)
+    calls = [ToolCall(call_id="k1", name="confirm_booking", arguments='{"people": 2}')]
+    parked = ClarificationRequested(
+        request_id="r1",
+        session_id="s1",
+        questions=[Question(id="tools", question="Waiting for your app")],
+        source="planner",
+        tool_calls=calls,
+    )
+    out = [e.model_dump(by_alias=True, exclude_none=True) for e in translator.take(parked)]
+    assert [e["type"] for e in out] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "STATE_DELTA",
+        "RUN_FINISHED",
+    ]
+    assert out[0]["toolCallName"] == "confirm_booking" and out[1]["delta"] == '{"people": 2}'
+    assert out[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["k1"]}
+
+
+def test_an_approval_interrupt_carries_its_expiry() -> None:
+    approval = Approval(
+        approval_id="a1",
+        request_id="r1",
+        attempt=1,
+        approvers=["p"],
+        action="notify",
+        arguments={"message": "hi"},
+        digest="d",
+        reason="policy",
+        expires_at="2030-01-02T03:04:05+00:00",  # type: ignore[arg-type]
+    )
+    asked = ClarificationRequested(
+        request_id="r1",
+        session_id="s1",
+        questions=[Question(id="approval", question="May I?")],
+        source="planner",
+        approval=approval,
+    )
+    finished = Translator(RUN).take(asked)[-1]
+    dumped = finished.model_dump(by_alias=True, exclude_none=True)
+    assert dumped["outcome"]["interrupts"][0]["expiresAt"] == "2030-01-02T03:04:05Z"
+
+
+# --- the TOOLS worker -------------------------------------------------------------------
+
+
+class NoArgs(Args):
+    pass
+
+
+async def listing(args: NoArgs, call: Call) -> str:
+    return "notes.txt"
+
+
+BOOKING = FrontendTool(
+    name="confirm_booking",
+    description="Confirm a booking",
+    parameters={"type": "object", "properties": {"people": {"type": "integer"}}},
+)
+
+
+def tool_gate(frontend_names: set[str], rules: str = "") -> ToolGate:
+    return ToolGate(
+        Policy.configured(rules, None),
+        task("TOOLS", "book"),
+        approvals=lambda: None,  # type: ignore[arg-type,return-value]
+        ledger=lambda: None,  # type: ignore[arg-type,return-value]
+        mcp_names=frozenset(),
+        time_limit=lambda action: 1.0,
+        frontend_names=frozenset(frontend_names),
+    )
+
+
+class Model:
+    """A scripted model: the replies in order, and every conversation it was sent."""
+
+    def __init__(self, *replies: ChatReply) -> None:
+        self.replies = list(replies)
+        self.seen: list[list[Any]] = []
+        self.offered: list[list[dict[str, Any]]] = []
+
+    async def __call__(self, messages: Any, tools: Any, budget: Any) -> ChatReply:
+        self.seen.append(list(messages))
+        self.offered.append(list(tools))
+        return self.replies.pop(0)
+
+
+def reply(content: str = "", tool_calls: list[ModelCall] | None = None) -> ChatReply:
+    return ChatReply(content, tool_calls or [], "stop", Usage(), "fake")
+
+
+def calls(*pairs: tuple[str, str]) -> ChatReply:
+    return reply(tool_calls=[ModelCall(f"call-{name}", name, args) for name, args in pairs])
+
+
+async def test_a_client_tool_call_is_handed_off_after_the_turn_and_the_loop_goes_on_after() -> None:
+    toolbox = ToolBox(
+        [Tool("files_list", "List files", NoArgs, listing), *frontend.offered([BOOKING], set(), 9)],
+        result_chars=1000,
+        call_timeout=5,
+    )
+    run = RunContext(request_id="r1", session_id="s1", attempt=1)
+    prompt: list[Any] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+    model = Model(calls(("files_list", "{}"), ("confirm_booking", '{"people": 2}')))
+    gate = tool_gate({"confirm_booking"})
+    first = await run_tool_loop(model, prompt, toolbox, run, max_steps=5, guard=gate)
+    assert first.frontend is not None and first.answer is None
+    assert first.frontend.calls == [
+        ToolCall(call_id="call-confirm_booking", name="confirm_booking", arguments='{"people": 2}')
+    ]
+    turn, listed = first.frontend.transcript
+    assert [c.name for c in turn.tool_calls] == ["files_list", "confirm_booking"]
+    assert listed == LoopMessage(role="tool", content="notes.txt", tool_call_id="call-files_list")
+    offered = {t["function"]["name"]: t["function"] for t in model.offered[0]}
+    assert offered["confirm_booking"]["description"].startswith("[App tool")
+
+    result = LoopMessage(role="tool", content="confirmed", tool_call_id="call-confirm_booking")
+    carried = frontend.as_messages([*first.frontend.transcript, result])
+    model = Model(reply("Booked for two."))
+    second = await run_tool_loop(model, prompt, toolbox, run, max_steps=5, carried=carried)
+    assert second.answer == "Booked for two."
+    sent = model.seen[0]
+    assert sent[:2] == prompt and sent[2]["tool_calls"][1]["id"] == "call-confirm_booking"
+    assert sent[-1] == {
+        "role": "tool",
+        "tool_call_id": "call-confirm_booking",
+        "content": "confirmed",
+    }
+
+
+async def test_the_policy_rules_a_client_tool_by_its_name() -> None:
+    toolbox = ToolBox(frontend.offered([BOOKING], set(), 9), result_chars=1000, call_timeout=5)
+    run = RunContext(request_id="r1", session_id="s1", attempt=1)
+    denied = await tool_gate({"confirm_booking"}, "confirm_booking=deny")(
+        toolbox, "confirm_booking", "{}", Call(run, "c1")
+    )
+    assert isinstance(denied, frontend.Outcome) and not isinstance(denied, frontend.HandOff)
+    assert "forbids confirm_booking" in denied.content
+    bad = await tool_gate({"confirm_booking"})(toolbox, "confirm_booking", "[1]", Call(run, "c2"))
+    assert not isinstance(bad, frontend.HandOff) and bad.content.startswith("ERROR")  # type: ignore[union-attr]
+
+
+def test_no_client_tool_is_offered_in_place_of_one_of_sidekicks() -> None:
+    named = [FrontendTool(name=n) for n in ("files_list", "srv__search", "confirm_booking")]
+    kept = frontend.offered(named, {"files_list", "srv__search"}, 10)
+    assert [t.name for t in kept] == ["confirm_booking"]
+    assert [t.name for t in frontend.offered(named[2:], set(), 0)] == []
+
+
+def test_the_reserved_names_are_the_tools_workers_own() -> None:
+    import services.workers.tools as package
+
+    marked: set[str] = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            for member in vars(cls).values():
+                mark = getattr(member, "_sidekick_tool", None)
+                if mark is not None:
+                    marked.add(mark[0])
+    assert marked == SIDEKICK_TOOLS
+
+
+# --- the attempt loop -------------------------------------------------------------------
+
+STOP = FrontendStop(
+    calls=[ToolCall(call_id="k1", name="confirm_booking", arguments="{}")],
+    transcript=[
+        LoopMessage(
+            role="assistant",
+            tool_calls=[ToolCall(call_id="k1", name="confirm_booking", arguments="{}")],
+        )
+    ],
+)
+
+
+def working() -> loop.LoopState:
+    req = RequestRouted(
+        request_id="r1", session_id="s1", message="book", reason="tools", frontend_tools=[BOOKING]
+    )
+    chosen = OrchestratorDecision(
+        worker_type="TOOLS", task_description="book", parameters=[], success_criteria="booked"
+    )
+    return loop.decided(loop.start(req, 3), chosen, req.usage, {"TOOLS"})
+
+
+def handed(state: loop.LoopState, n: int) -> loop.LoopState:
+    result = WorkerResult(
+        request_id="r1",
+        session_id="s1",
+        attempt=n,
+        worker_type="TOOLS",
+        success=False,
+        frontend=STOP,
+    )
+    return loop.on_result(state, result)
+
+
+def test_the_loop_parks_on_client_tools_and_their_results_resume_it_once() -> None:
+    state = handed(working(), 1)
+    assert state.status == "awaiting_clarification" and state.waiting_tools == STOP.calls
+    (finish,) = loop.next_messages(state)
+    assert isinstance(finish, Finish) and isinstance(finish.event, ClarificationRequested)
+    assert finish.event.tool_calls == STOP.calls and finish.event.event_id == "r1-tools-1"
+    assert finish.event.approval is None
+    answer = ClarificationAnswered(
+        request_id="r1",
+        session_id="s1",
+        tool_results=[{"call_id": "k1", "content": "yes"}],  # type: ignore[list-item]
+    )
+    resumed = loop.answered(state, answer)
+    assert resumed.status == "working" and not resumed.waiting_tools
+    (dispatch,) = loop.next_messages(resumed)
+    assert isinstance(dispatch, Dispatch) and dispatch.task.attempt == 2
+    assert dispatch.task.frontend_tools == [BOOKING]
+    assert dispatch.task.transcript == [
+        *STOP.transcript,
+        LoopMessage(role="tool", content="yes", tool_call_id="k1"),
+    ]
+    assert loop.answered(resumed, answer) == resumed  # a second answer changes nothing
+
+
+def test_a_request_that_keeps_calling_client_tools_is_stopped() -> None:
+    state = working()
+    answer = ClarificationAnswered(request_id="r1", session_id="s1")
+    for n in range(1, MAX_TOOL_ROUNDS + 1):
+        state = loop.answered(handed(state, n), answer)
+    state = handed(state, MAX_TOOL_ROUNDS + 1)
+    assert state.status == "failed" and state.failure is not None
+    assert "app's tools" in state.failure.error
