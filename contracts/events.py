@@ -16,17 +16,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
+from contracts import frontend as fe
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, Verdict, WorkerType
-from contracts.frontend import (
-    ContextItem,
-    FrontendStop,
-    FrontendTool,
-    LoopMessage,
-    ToolCall,
-    ToolResult,
-)
+from contracts.frontend import ContextItem, FrontendStop, FrontendTool, LoopMessage, ToolCall
 
 
 class RequestOptions(Event):
@@ -49,16 +43,8 @@ class RequestOptions(Event):
         default_factory=dict,
         description="The principal's standing preferences, for the planner (workflows).",
     )
-    frontend_tools: list[FrontendTool] = Field(
-        default_factory=list,
-        description="Tools the client runs itself (AG-UI): the TOOLS worker offers them to the "
-        "model; a request that has any is done by the TOOLS worker (contracts/frontend.py).",
-    )
-    context: list[ContextItem] = Field(
-        default_factory=list,
-        description="Context the client app sent (AG-UI): data for the models, not the user's "
-        "words.",
-    )
+    frontend_tools: list[FrontendTool] = fe.tools_field()
+    context: list[ContextItem] = fe.context_field()
 
 
 class ChatRequested(RequestOptions):
@@ -135,19 +121,9 @@ class WorkerTask(Event):
         description="An approval decided for this request's action: the worker runs only the "
         "arguments whose digest it holds, or reports the decline.",
     )
-    frontend_tools: list[FrontendTool] = Field(
-        default_factory=list,
-        description="The client's own tools (TOOLS): offered to the model; a call of one stops "
-        "the worker (`WorkerResult.frontend`).",
-    )
-    context: list[ContextItem] = Field(
-        default_factory=list, description="Context the client app sent: data, not instructions."
-    )
-    transcript: list[LoopMessage] = Field(
-        default_factory=list,
-        description="The TOOLS conversation so far (after the prompt), with the client's results "
-        "of its tools' calls: the worker goes on from there.",
-    )
+    frontend_tools: list[FrontendTool] = fe.tools_field()
+    context: list[ContextItem] = fe.context_field()
+    transcript: list[LoopMessage] = fe.transcript_field()
 
 
 class WorkerResult(Event):
@@ -183,11 +159,7 @@ class WorkerResult(Event):
         "request ends partial with its best answer (this output, when `success`) and a note "
         "naming it.",
     )
-    frontend: FrontendStop | None = Field(
-        default=None,
-        description="The model called tools the client runs itself: the request is parked "
-        "until the client's results arrive, then goes on from this conversation.",
-    )
+    frontend: FrontendStop | None = fe.stop_field()
 
 
 class EvaluationRequested(Event):
@@ -354,11 +326,7 @@ class ClarificationRequested(Event):
     approval: Approval | None = Field(
         default=None, description="Set when the request waits for approval of an action."
     )
-    tool_calls: list[ToolCall] = Field(
-        default_factory=list,
-        description="Set when the request waits for the client to run these calls of its own "
-        "tools (AG-UI frontend tools) and send their results.",
-    )
+    tool_calls: list[ToolCall] = fe.calls_field()
 
 
 class ClarificationAnswered(Event):
@@ -371,10 +339,7 @@ class ClarificationAnswered(Event):
     approval_id: str | None = Field(
         default=None, description="The approval this answer decided (see the approvals bucket)."
     )
-    tool_results: list[ToolResult] = Field(
-        default_factory=list,
-        description="The client's results of the tool calls the request waits for.",
-    )
+    tool_results: list[fe.ToolResult] = fe.results_field()
 
 
 class CancelRequested(Event):

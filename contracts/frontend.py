@@ -96,3 +96,54 @@ class FrontendStop(Model):
         description="The conversation after the prompt, up to and with the model turn that "
         "made these calls (and the results of Sidekick's own calls of that turn)."
     )
+
+
+# The fields these add to the bus's events (contracts/events.py), described once here.
+
+
+def tools_field() -> Any:
+    return Field(
+        default_factory=list,
+        description="Tools the client runs itself (AG-UI frontend tools, contracts/frontend.py): "
+        "the TOOLS worker offers them to the model; a call of one stops the worker "
+        "(`WorkerResult.frontend`), and a request that has any is done by the TOOLS worker.",
+    )
+
+
+def context_field() -> Any:
+    return Field(
+        default_factory=list,
+        description="Context the client app sent (AG-UI): data for the models, never the user's "
+        "words nor instructions.",
+    )
+
+
+def transcript_field() -> Any:
+    return Field(
+        default_factory=list,
+        description="The TOOLS conversation so far (after the prompt), with the client's results "
+        "of its tools' calls: the worker goes on from there.",
+    )
+
+
+def stop_field() -> Any:
+    return Field(
+        default=None,
+        description="The model called tools the client runs itself: the request is parked "
+        "until the client's results arrive, then goes on from this conversation.",
+    )
+
+
+def calls_field() -> Any:
+    return Field(
+        default_factory=list,
+        description="Set when the request waits for the client to run these calls of its own "
+        "tools (AG-UI frontend tools) and send their results.",
+    )
+
+
+def results_field() -> Any:
+    return Field(
+        default_factory=list,
+        description="The client's results of the tool calls the request waits for.",
+    )
