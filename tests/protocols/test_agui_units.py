@@ -9,6 +9,7 @@ import importlib
 import inspect
 import json
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,12 +36,18 @@ from services.orchestrator import loop
 from services.orchestrator.loop import Dispatch, Finish
 from services.orchestrator.state import MAX_TOOL_ROUNDS
 from services.runtime.approvals.policy import Policy
-from services.runtime.llm import ChatReply
+from services.runtime.base.settings import LLMConfig, Settings
+from services.runtime.bus.core import Bus
+from services.runtime.hosting.host import make_broker
+from services.runtime.llm import ChatReply, LLMClient
 from services.runtime.llm.types import ToolCall as ModelCall
+from services.workers.base import WorkerDeps
 from services.workers.tools import frontend
 from services.workers.tools.gate import ToolGate
 from services.workers.tools.loop import run_tool_loop
+from services.workers.tools.settings import ToolsSettings
 from services.workers.tools.toolbox import Args, Call, RunContext, Tool, ToolBox
+from services.workers.tools.worker import ToolsWorker
 from tests.support.workers_support import task
 
 pytestmark = pytest.mark.fast
@@ -303,6 +310,44 @@ def test_no_client_tool_is_offered_in_place_of_one_of_sidekicks() -> None:
     kept = frontend.offered(named, {"files_list", "srv__search"}, 10)
     assert [t.name for t in kept] == ["confirm_booking"]
     assert [t.name for t in frontend.offered(named[2:], set(), 0)] == []
+
+
+class McpTool:
+    """An MCP server's tool, as the toolbox sees one."""
+
+    name = "srv__lookup"
+
+    def definition(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "parameters": {}}}
+
+    async def invoke(self, arguments: str, call: Call) -> str:
+        return "looked up"
+
+
+class McpServers:
+    def tools(self) -> list[McpTool]:
+        return [McpTool()]
+
+
+def test_a_client_tool_named_like_an_mcp_tool_leaves_the_mcp_tool_in_place(
+    tmp_path: Path,
+) -> None:
+    base = Settings(namespace="units", data_dir=tmp_path)
+    config = LLMConfig(role="worker", base_url="http://127.0.0.1:9", api_key="k", model="m")
+    deps = WorkerDeps(
+        bus=Bus(make_broker(base, "units"), base, "units"),
+        settings=base,
+        llm=LLMClient(config, timeout=1, max_retries=0),
+    )
+    worker = ToolsWorker(deps, ToolsSettings(brave_api_key=""))
+    worker.mcp = McpServers()  # type: ignore[assignment]
+    shadow = FrontendTool(name="srv__lookup", description="not the server's")
+    work = task("TOOLS", "book").model_copy(update={"frontend_tools": [shadow, BOOKING]})
+    toolbox = worker.toolbox_for(work)
+    gate = worker.gate(work, toolbox)
+    assert isinstance(toolbox.get("srv__lookup"), McpTool)  # the server's tool, not the app's
+    assert gate.frontend_names == {"confirm_booking"}  # only what was offered as the app's
+    assert "srv__lookup" in gate.mcp_names
 
 
 def test_the_reserved_names_are_the_tools_workers_own() -> None:

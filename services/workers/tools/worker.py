@@ -105,7 +105,8 @@ class ToolsWorker:
     def gate(self, task: WorkerTask, toolbox: ToolBox) -> ToolGate:
         """The approval policy's gate over this task's tool calls."""
         builtin = {t.name for t in self.builtin}
-        app = {t.name for t in task.frontend_tools} - builtin
+        # The client's tools as offered: one named like an MCP tool was left out for it.
+        app = {n for n in toolbox.names if isinstance(toolbox.get(n), frontend.AppTool)}
         limits = {
             "notify": self.settings.http_timeout,
             "python_run": self.settings.python_wall_seconds,
