@@ -9,6 +9,7 @@ import importlib
 import inspect
 import json
 import pkgutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,14 @@ from contracts import (
     WorkerResult,
 )
 from contracts.approvals import Approval
-from contracts.frontend import SIDEKICK_TOOLS, FrontendStop, FrontendTool, LoopMessage, ToolCall
+from contracts.frontend import (
+    SIDEKICK_TOOLS,
+    FrontendStop,
+    FrontendTool,
+    LoopMessage,
+    ToolCall,
+    ToolResult,
+)
 from services.gateway.agui.stream import Cut
 from services.gateway.agui.translate import Run, Translator
 from services.orchestrator import loop
@@ -46,7 +54,7 @@ from services.workers.tools import frontend
 from services.workers.tools.gate import ToolGate
 from services.workers.tools.loop import run_tool_loop
 from services.workers.tools.settings import ToolsSettings
-from services.workers.tools.toolbox import Args, Call, RunContext, Tool, ToolBox
+from services.workers.tools.toolbox import Args, Call, Outcome, RunContext, Tool, ToolBox
 from services.workers.tools.worker import ToolsWorker
 from tests.support.workers_support import task
 
@@ -192,7 +200,7 @@ def test_an_approval_interrupt_carries_its_expiry() -> None:
         arguments={"message": "hi"},
         digest="d",
         reason="policy",
-        expires_at="2030-01-02T03:04:05+00:00",  # type: ignore[arg-type]
+        expires_at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC),
     )
     asked = ClarificationRequested(
         request_id="r1",
@@ -299,10 +307,11 @@ async def test_the_policy_rules_a_client_tool_by_its_name() -> None:
     denied = await tool_gate({"confirm_booking"}, "confirm_booking=deny")(
         toolbox, "confirm_booking", "{}", Call(run, "c1")
     )
-    assert isinstance(denied, frontend.Outcome) and not isinstance(denied, frontend.HandOff)
+    assert isinstance(denied, Outcome) and not isinstance(denied, frontend.HandOff)
     assert "forbids confirm_booking" in denied.content
     bad = await tool_gate({"confirm_booking"})(toolbox, "confirm_booking", "[1]", Call(run, "c2"))
-    assert not isinstance(bad, frontend.HandOff) and bad.content.startswith("ERROR")  # type: ignore[union-attr]
+    assert isinstance(bad, Outcome) and not isinstance(bad, frontend.HandOff)
+    assert bad.content.startswith("ERROR")  # arguments that are no object never reach the app
 
 
 def test_no_client_tool_is_offered_in_place_of_one_of_sidekicks() -> None:
@@ -409,7 +418,7 @@ def test_the_loop_parks_on_client_tools_and_their_results_resume_it_once() -> No
     answer = ClarificationAnswered(
         request_id="r1",
         session_id="s1",
-        tool_results=[{"call_id": "k1", "content": "yes"}],  # type: ignore[list-item]
+        tool_results=[ToolResult(call_id="k1", content="yes")],
     )
     resumed = loop.answered(state, answer)
     assert resumed.status == "working" and not resumed.waiting_tools
