@@ -16,9 +16,20 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
+from contracts import frontend as fe
 from contracts.approvals import Approval, ApprovalAsk
-from contracts.base import Event, Model, RecordStamp, Source, Turn, Usage, WorkflowStatus
+from contracts.base import (
+    Event,
+    Model,
+    RecordStamp,
+    Source,
+    ToolUse,
+    Turn,
+    Usage,
+    WorkflowStatus,
+)
 from contracts.decisions import Question, Verdict, WorkerType
+from contracts.frontend import ContextItem, FrontendStop, FrontendTool, LoopMessage, ToolCall
 
 
 class RequestOptions(Event):
@@ -41,6 +52,8 @@ class RequestOptions(Event):
         default_factory=dict,
         description="The principal's standing preferences, for the planner (workflows).",
     )
+    frontend_tools: list[FrontendTool] = fe.tools_field()
+    context: list[ContextItem] = fe.context_field()
 
 
 class ChatRequested(RequestOptions):
@@ -128,6 +141,9 @@ class WorkerTask(Event):
         description="An approval decided for this request's action: the worker runs only the "
         "arguments whose digest it holds, or reports the decline.",
     )
+    frontend_tools: list[FrontendTool] = fe.tools_field()
+    context: list[ContextItem] = fe.context_field()
+    transcript: list[LoopMessage] = fe.transcript_field()
 
 
 class WorkerResult(Event):
@@ -163,6 +179,7 @@ class WorkerResult(Event):
         "request ends partial with its best answer (this output, when `success`) and a note "
         "naming it.",
     )
+    frontend: FrontendStop | None = fe.stop_field()
 
 
 class EvaluationRequested(Event):
@@ -235,17 +252,6 @@ ProgressStage = Literal[
     "retrying",
     "worker_step",
 ]
-
-
-class ToolUse(Model):
-    """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
-
-    call_id: str = Field(description="The model's id of the call.")
-    name: str = Field(description="The tool.")
-    arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
-    result: str = Field(description="What it returned (at most 2,000 characters).")
-    ok: bool = Field(description="False when the tool reported an error.")
-    attempt: int = Field(ge=1, description="The attempt that made the call.")
 
 
 class Progress(Event):
@@ -329,6 +335,7 @@ class ClarificationRequested(Event):
     approval: Approval | None = Field(
         default=None, description="Set when the request waits for approval of an action."
     )
+    tool_calls: list[ToolCall] = fe.calls_field()
 
 
 class ClarificationAnswered(Event):
@@ -341,6 +348,7 @@ class ClarificationAnswered(Event):
     approval_id: str | None = Field(
         default=None, description="The approval this answer decided (see the approvals bucket)."
     )
+    tool_results: list[fe.ToolResult] = fe.results_field()
 
 
 class CancelRequested(Event):
@@ -387,12 +395,3 @@ OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequ
 def parse_event(data: bytes | str) -> AnyEvent:
     """Parse any event from its JSON; raises pydantic.ValidationError on bad input."""
     return EVENT_ADAPTER.validate_json(data)
-
-
-class DeadLetter(Model):
-    """A message that could not be processed, kept in the dead-letter stream with its reason."""
-
-    source: str = Field(description="The service that gave up on it.")
-    reason: str = Field(description="Why: 'invalid: ...', 'exhausted: ...', 'max deliveries ...'.")
-    headers: dict[str, str] = Field(description="The message's headers.")
-    body: str | None = Field(default=None, description="The message's body, if it is text.")
