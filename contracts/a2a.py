@@ -7,9 +7,10 @@ no value are left out. Params are read leniently (unknown members ignored, 0.3 s
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 TaskState = Literal[
@@ -108,7 +109,7 @@ class StreamResponse(Wire):
 class ListTasksResponse(Wire):
     tasks: list[Task] = Field(description="This page of tasks, newest first.")
     next_page_token: str = Field(description="The next page's cursor; empty on the last page.")
-    page_size: int = Field(description="The page size used.")
+    page_size: int = Field(description="How many tasks this page holds.")
     total_size: int = Field(description="How many tasks match, over all pages.")
 
 
@@ -151,11 +152,31 @@ class TaskIdParams(Params):
 
 class ListTasksParams(Params):
     context_id: str | None = None
-    status: TaskState | None = None
-    page_size: int | None = Field(default=None, ge=0, le=100)
+    # TASK_STATE_UNSPECIFIED (proto3's zero value, what a client sends for "not set") is no filter.
+    status: TaskState | Literal["TASK_STATE_UNSPECIFIED"] | None = None
+    page_size: int | None = Field(default=None, ge=1, le=100)
     page_token: str | None = None
     history_length: int | None = Field(default=None, ge=0)
+    status_timestamp_after: str | None = None
     include_artifacts: bool | None = None
+
+    @field_validator("status_timestamp_after")
+    @classmethod
+    def _iso(cls, value: str | None) -> str | None:
+        """An ISO 8601 time with its zone (`2026-01-02T03:04:05Z`); a number is not one."""
+        if value is None:
+            return None
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise ValueError("must be an ISO 8601 time such as 2026-01-02T03:04:05Z") from exc
+        if when.tzinfo is None or not value[:4].isdigit():
+            raise ValueError("must be an ISO 8601 time with its zone, such as 2026-01-02T03:04:05Z")
+        return value
+
+    def after(self) -> datetime | None:
+        after = self.status_timestamp_after
+        return datetime.fromisoformat(after) if after else None
 
 
 class AgentInterface(Wire):
@@ -166,7 +187,7 @@ class AgentInterface(Wire):
 
 class AgentCapabilities(Wire):
     streaming: bool = Field(description="SendStreamingMessage and SubscribeToTask.")
-    push_notifications: bool = Field(description="Not offered.")
+    push_notifications: bool = Field(description="Task updates POSTed to a client's webhook.")
     extended_agent_card: bool = Field(description="Not offered.")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from services.gateway.a2a.card import Offer
 from services.gateway.a2a.rpc import A2AApi
 from services.gateway.agui.endpoint import AgUiApi
 from services.gateway.approvals.api import ApprovalsApi
@@ -58,7 +59,7 @@ def build(settings: Settings) -> ServiceHost:
         *meta_routes(bus),
         *OpenAIApi(hub, intake, auth).routes(),
         *AgUiApi(intake, auth, Feed(bus)).routes(),
-        *A2AApi(intake, auth, Feed(bus)).routes(),
+        *A2AApi(intake, auth, Feed(bus), Offer.of(settings)).routes(),
     ]
     probe = Probe(bus)
     probe.register()

@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from contracts.a2a import StreamResponse
 from services.gateway.a2a import legacy
-from services.gateway.a2a.card import card
+from services.gateway.a2a.card import Offer, card
 from services.gateway.a2a.service import RpcError, TaskService
 from services.gateway.core.auth import Auth
 from services.gateway.core.errors import GatewayError, RateLimited, Unauthorized
@@ -69,8 +69,9 @@ def refused(id_: Id, exc: GatewayError) -> Response:
 
 
 class A2AApi:
-    def __init__(self, intake: Intake, auth: Auth, feed: Feed) -> None:
+    def __init__(self, intake: Intake, auth: Auth, feed: Feed, offer: Offer) -> None:
         self.auth = auth
+        self.offer = offer
         self.tasks = TaskService(intake, feed)
 
     def routes(self) -> list[Route]:
@@ -81,7 +82,7 @@ class A2AApi:
         ]
 
     async def card(self, request: Request) -> Response:
-        found = card(str(request.base_url), self.auth.required)
+        found = card(str(request.base_url), self.auth.required, self.offer)
         return JSONResponse(found.wire(), headers={"cache-control": "max-age=300"})
 
     async def call(self, request: Request) -> Response:
