@@ -220,9 +220,11 @@ async def test_bad_json_rpc_gets_the_standard_codes(
 @pytest.mark.parametrize(
     ("method", "params", "code"),
     [
-        ("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "http://x"}, -32003),
-        ("tasks/pushNotificationConfig/set", {"taskId": "t"}, -32003),
-        ("ListTaskPushNotificationConfigs", {"taskId": "t"}, -32003),
+        # Push notifications are offered since issue 36 (tests/protocols/test_a2a_push.py):
+        # a config for a task that is not the caller's is TaskNotFound, a malformed one invalid.
+        ("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "http://x"}, -32001),
+        ("tasks/pushNotificationConfig/set", {"taskId": "t"}, -32602),
+        ("ListTaskPushNotificationConfigs", {"taskId": "t"}, -32001),
         ("GetExtendedAgentCard", {}, -32007),
         ("agent/getAuthenticatedExtendedCard", {}, -32007),
         (
@@ -234,14 +236,14 @@ async def test_bad_json_rpc_gets_the_standard_codes(
             "SendMessage",
             {
                 "message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-                "configuration": {"taskPushNotificationConfig": {"url": "http://x"}},
+                "configuration": {"taskPushNotificationConfig": {"url": "ftp://x"}},
             },
-            -32003,
+            -32602,
         ),
         ("SubscribeToTask", {"id": "nope"}, -32001),
     ],
 )
-async def test_undeclared_features_answer_the_spec_errors(
+async def test_undeclared_features_and_bad_params_answer_the_spec_errors(
     http: httpx.AsyncClient, method: str, params: dict[str, Any], code: int
 ) -> None:
     assert (await rpc(http, method, params))["error"]["code"] == code

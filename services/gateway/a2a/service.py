@@ -10,7 +10,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from contracts import (
     TERMINAL_STATES,
@@ -29,12 +29,13 @@ from contracts.a2a import (
     TaskIdParams,
 )
 from contracts.frames import ID_PATTERN
+from services.gateway.a2a.errors import RpcError, parse
+from services.gateway.a2a.push import Version, Webhooks
 from services.gateway.a2a.tasks import Updates, state_of, task_of
 from services.gateway.core.errors import Conflict, NotFound
 from services.gateway.core.feed import Feed
 from services.gateway.core.intake import Intake, scoped, unscoped
 from services.gateway.core.said import Refused, Reply, Said, Submission, TooLong, Words
-from services.runtime.base.errors import SidekickError
 from services.runtime.bus.kvstore import key_for
 
 WAIT = 600.0  # seconds SendMessage waits for a terminal or interrupted state
@@ -43,24 +44,6 @@ TEXT_MODES = {"text/plain", "text/markdown", "application/json", "text/*", "*/*"
 CONTEXT = re.compile(ID_PATTERN)
 DATA_BEGIN, DATA_END = "<<<DATA", "DATA>>>"
 ENDS = (RequestCompleted, RequestFailed, RequestCancelled)
-
-
-class RpcError(SidekickError):
-    """An A2A error: its JSON-RPC code and message."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def parse(model: type[Any], params: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(params)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "params"
-        raise RpcError(-32602, f"Invalid params: {where}: {first['msg']}") from exc
 
 
 def content(message: MessageIn) -> tuple[str, list[Any]]:
@@ -119,9 +102,10 @@ def rendered(said: Said) -> None:
 
 
 class TaskService:
-    def __init__(self, intake: Intake, feed: Feed) -> None:
+    def __init__(self, intake: Intake, feed: Feed, webhooks: Webhooks) -> None:
         self.intake = intake
         self.feed = feed
+        self.webhooks = webhooks
         self.bus = intake.bus
 
     async def owned(self, principal: str, task_id: str) -> RequestRecord:
@@ -135,15 +119,22 @@ class TaskService:
         follow, and whether the client waits for its end."""
         sent: SendMessageParams = parse(SendMessageParams, params)
         config = sent.configuration
-        if config and (config.task_push_notification_config or config.push_notification_config):
-            raise RpcError(-32003, "Push notifications are not supported; poll or stream.")
+        webhook = config and (
+            config.task_push_notification_config or config.push_notification_config
+        )
+        if webhook:
+            self.webhooks.on()
+            await self.webhooks.checked(webhook.url)  # refused before the task runs
         modes = config.accepted_output_modes if config else None
         if modes and not TEXT_MODES.intersection(modes):
             raise RpcError(-32005, "Sidekick answers in text/plain, text/markdown or JSON.")
         wait = not (config and (config.return_immediately or config.blocking is False))
         message = sent.message
         text, data = content(message)
+        version: Version = "1.0" if config and config.task_push_notification_config else "0.3"
         if message.task_id:
+            if webhook:
+                await self.webhooks.add(principal, message.task_id, webhook, version)
             answers, rest = answers_of(data)
             task_id, after = await self._answer(principal, message, with_data(text, rest), answers)
             return task_id, after, wait
@@ -158,6 +149,8 @@ class TaskService:
         # (that one is answered by its id only, and steps out of the context's turn meanwhile).
         task_id = "a2a-" + key_for(f"{principal}/{message.message_id}")[:32]
         new = Submission(task_id, chosen=True, on_parked="new", parked_aside=True)
+        if webhook:  # kept first, so that no update of the task goes by unnotified
+            await self.webhooks.keep(principal, task_id, webhook, version)
         said = await self.intake.say(
             principal, scoped(principal, context), Words(text), to=new, surface="a2a"
         )

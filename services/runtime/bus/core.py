@@ -152,6 +152,8 @@ class Bus:
         self._listeners: list[tuple[str, Callable[[Msg], Awaitable[None]]]] = []
         self._durables: list[tuple[str, str, Callable[[Msg], Awaitable[None]]]] = []
         self._consumers: list[Consumer] = []
+        # Durable consumers of the RESULTS stream, read raw (services/gateway/a2a/push.py).
+        self._results: list[tuple[str, Callable[[Msg], Awaitable[None]]]] = []
         self._ticker: asyncio.Task[None] | None = None
         self._listening: tuple[datetime, int] | None = None
         self._js: JetStreamContext | None = None
@@ -288,6 +290,16 @@ class Bus:
 
         self._durables.append((subject, durable, deliver))
 
+    def results(self, consumer: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
+        """Read the RESULTS stream's durable consumer `consumer` (topology.result_consumers)
+        with `deliver`, which acks, naks or terminates each message itself."""
+        if consumer not in topology.roles(self.subjects)[self.service].result_consumers:
+            raise ValueError(
+                f"the {self.service} role has no results consumer {consumer!r} "
+                "(services/runtime/bus/topology.py)"
+            )
+        self._results.append((topology.durable_name(self.subjects, consumer), deliver))
+
     def consume(self, subject: str, model: type[E], handler: Consumes[E], *, consumer: str) -> None:
         """`durable()` for a handler object: its `handle`, and its `exhausted` at the end."""
         self.durable(
@@ -304,6 +316,10 @@ class Bus:
         for subject, durable, deliver in self._durables:
             stream = self._stream_for(subject)
             consumer = Consumer(self.nc, stream, durable, capacity, deliver)
+            await consumer.start()
+            self._consumers.append(consumer)
+        for durable, deliver in self._results:
+            consumer = Consumer(self.nc, self.subjects.results_stream, durable, capacity, deliver)
             await consumer.start()
             self._consumers.append(consumer)
         if self._consumers:
