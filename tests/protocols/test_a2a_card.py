@@ -13,7 +13,7 @@ import pytest
 from contracts import ClarificationRequested, Question, SessionRecord
 from services.gateway.a2a.card import Offer, WorkerSide, card
 from services.gateway.a2a.errors import RpcError
-from services.gateway.a2a.push import Webhooks
+from services.gateway.a2a.webhooks import Webhooks
 from services.runtime.base.settings import Settings
 from services.runtime.requests.lanes import claimed
 from services.runtime.requests.sessions import after_outcome

@@ -33,8 +33,9 @@ from contracts.a2a import StreamResponse
 from services.gateway.a2a import legacy
 from services.gateway.a2a.card import Offer, card
 from services.gateway.a2a.errors import RpcError
-from services.gateway.a2a.push import Pusher, Signer, Webhooks
+from services.gateway.a2a.push import Pusher, Signer
 from services.gateway.a2a.service import TaskService
+from services.gateway.a2a.webhooks import Webhooks
 from services.gateway.core.auth import Auth
 from services.gateway.core.errors import GatewayError, RateLimited, Unauthorized, Unavailable
 from services.gateway.core.feed import Feed

@@ -30,8 +30,8 @@ from contracts.a2a import (
 )
 from contracts.frames import ID_PATTERN
 from services.gateway.a2a.errors import RpcError, parse
-from services.gateway.a2a.push import Version, Webhooks
 from services.gateway.a2a.tasks import Updates, state_of, task_of
+from services.gateway.a2a.webhooks import Version, Webhooks
 from services.gateway.core.errors import Conflict, NotFound
 from services.gateway.core.feed import Feed
 from services.gateway.core.intake import Intake, scoped, unscoped

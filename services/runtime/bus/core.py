@@ -152,8 +152,6 @@ class Bus:
         self._listeners: list[tuple[str, Callable[[Msg], Awaitable[None]]]] = []
         self._durables: list[tuple[str, str, Callable[[Msg], Awaitable[None]]]] = []
         self._consumers: list[Consumer] = []
-        # Durable consumers of the RESULTS stream, read raw (services/gateway/a2a/push.py).
-        self._results: list[tuple[str, Callable[[Msg], Awaitable[None]]]] = []
         self._ticker: asyncio.Task[None] | None = None
         self._listening: tuple[datetime, int] | None = None
         self._js: JetStreamContext | None = None
@@ -274,7 +272,6 @@ class Bus:
             raise ValueError(
                 f"consumer {consumer!r} of {subject} is not in services/runtime/bus/topology.py"
             )
-        durable = topology.durable_name(self.subjects, consumer)
         acked, seconds = BUS_HANDLED.labels(consumer, "acked"), BUS_SECONDS.labels(consumer)
         in_progress = BUS_IN_PROGRESS.labels(consumer)
 
@@ -288,17 +285,11 @@ class Bus:
                     BUS_HANDLED.labels(consumer, result).inc()
                 seconds.observe(time.perf_counter() - started)
 
-        self._durables.append((subject, durable, deliver))
+        self._durables.append((subject, consumer, deliver))
 
     def results(self, consumer: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
-        """Read the RESULTS stream's durable consumer `consumer` (topology.result_consumers)
-        with `deliver`, which acks, naks or terminates each message itself."""
-        if consumer not in topology.roles(self.subjects)[self.service].result_consumers:
-            raise ValueError(
-                f"the {self.service} role has no results consumer {consumer!r} "
-                "(services/runtime/bus/topology.py)"
-            )
-        self._results.append((topology.durable_name(self.subjects, consumer), deliver))
+        """RESULTS' durable `consumer` (topology.result_consumers), read raw: `deliver` acks."""
+        self._durables.append((self.subjects.request_completed("*"), consumer, deliver))
 
     def consume(self, subject: str, model: type[E], handler: Consumes[E], *, consumer: str) -> None:
         """`durable()` for a handler object: its `handle`, and its `exhausted` at the end."""
@@ -313,13 +304,9 @@ class Bus:
         for subject, handler in self._listeners:
             await self.nc.subscribe(subject, cb=handler)
         capacity = self.settings.max_concurrency
-        for subject, durable, deliver in self._durables:
-            stream = self._stream_for(subject)
-            consumer = Consumer(self.nc, stream, durable, capacity, deliver)
-            await consumer.start()
-            self._consumers.append(consumer)
-        for durable, deliver in self._results:
-            consumer = Consumer(self.nc, self.subjects.results_stream, durable, capacity, deliver)
+        for subject, name, deliver in self._durables:
+            durable = topology.durable_name(self.subjects, name)
+            consumer = Consumer(self.nc, self._stream_for(subject), durable, capacity, deliver)
             await consumer.start()
             self._consumers.append(consumer)
         if self._consumers:
