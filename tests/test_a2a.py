@@ -82,6 +82,7 @@ async def test_the_card_names_the_skills_and_the_json_rpc_interfaces(
     assert all(i.url == f"{system.http_url}/a2a" for i in card.supported_interfaces)
     old = (await http.get("/.well-known/agent.json")).json()
     assert old == (await http.get("/.well-known/agent-card.json")).json()
+    assert old == (await http.get("/a2a/.well-known/agent-card.json")).json()
 
 
 async def test_a_message_becomes_a_completed_task_that_get_and_list_find(

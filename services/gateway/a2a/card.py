@@ -1,10 +1,11 @@
-"""The agent card, at `/.well-known/agent-card.json` (1.0) and `/.well-known/agent.json` (the
-older path), built from what this instance has on (`Offer`): a skill for direct answers and one
-per worker kind enabled (`SIDEKICK_WORKERS`), the tools skill naming only the tool families that
-work here (browsing when Chromium is installed, tools of MCP servers when some are configured),
-the email skill saying that each email waits for the sender's approval when the approval policy
-asks, push notifications when they are on, JSON-RPC at `/a2a` (1.0 and 0.3), and the bearer
-scheme when the gateway has tokens.
+"""The agent card, at `/.well-known/agent-card.json` (1.0), `/.well-known/agent.json` (the
+older path) and `/a2a/.well-known/agent-card.json` (beside the endpoint), built from what this
+instance has on (`Offer`): a skill for direct answers and one per worker kind enabled
+(`SIDEKICK_WORKERS`), the tools skill naming only the tool families that work here (browsing
+when Chromium is installed, tools of MCP servers when some are configured), the email skill
+saying that each email waits for the sender's approval when the approval policy asks, push
+notifications when they are on, JSON-RPC at `/a2a` (1.0 and 0.3), and the bearer scheme when
+the gateway has tokens.
 
 The card is public: its words name no setting, secret, host or file of the server (the A2A
 conformance kit scans it for such words, and so does tests/protocols/test_a2a_card.py).

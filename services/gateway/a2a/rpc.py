@@ -91,6 +91,9 @@ class A2AApi:
         return [
             Route("/.well-known/agent-card.json", self.card, methods=["GET"]),
             Route("/.well-known/agent.json", self.card, methods=["GET"]),
+            # Beside the endpoint too: some clients look for the card under the URL they call
+            # (the A2A conformance kit's access-control check does).
+            Route("/a2a/.well-known/agent-card.json", self.card, methods=["GET"]),
             Route("/a2a", self.call, methods=["POST"]),
             Route("/.well-known/jwks.json", self.jwks, methods=["GET"]),
         ]
