@@ -131,6 +131,11 @@ class SessionRecord(Model):
         description="The request whose end gave the session to `active` (so a re-run of that "
         "end starts `active` again, and nothing else does).",
     )
+    parked_aside: bool = Field(
+        default=False,
+        description="A request that parks (waits for the user) steps out of the lane, so the "
+        "session's next request runs meanwhile (A2A: several tasks per context).",
+    )
 
 
 class RequestRecord(Model):

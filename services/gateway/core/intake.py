@@ -252,7 +252,13 @@ class Intake:
         seen = self.deliveries.take(session_id) if self.deliveries else []
         try:
             place = await lanes.claim(
-                self.bus, session_id, request_id, new.if_busy, known=session, delivered=seen
+                self.bus,
+                session_id,
+                request_id,
+                new.if_busy,
+                known=session,
+                delivered=seen,
+                aside=new.parked_aside,
             )
         except lanes.Busy:
             self.limits.release(request_id)

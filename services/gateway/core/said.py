@@ -51,6 +51,9 @@ class Submission:
     if_busy: IfBusy = "enqueue"
     history: list[Turn] = field(default_factory=list)
     on_parked: OnParked = "answer"
+    # The session's requests parked on the user step out of its lane, so this one need not wait
+    # for their answers (A2A: a context holds several tasks; services/runtime/requests/lanes.py).
+    parked_aside: bool = False
 
 
 @dataclass(frozen=True)

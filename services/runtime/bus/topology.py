@@ -54,6 +54,12 @@ BUCKETS: dict[str, float] = {
     "preferences": 0,
     # What processes learned about each model endpoint (llm/modes.py): a day, then learned anew.
     "endpoints": DAY,
+    # A2A push notifications (services/gateway/a2a/push.py): each task's webhook configs, each
+    # delivery's claim (one per event and config: at most one POST), and the public keys the
+    # gateways sign them with (served at /.well-known/jwks.json).
+    "push": 30 * DAY,
+    "pushed": 7 * DAY,
+    "pushkeys": 2 * DAY,
 }
 
 
@@ -68,6 +74,8 @@ class Role:
     watches: tuple[str, ...] = ()  # buckets it follows with a watcher (an ephemeral consumer)
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
+    # Its durable consumers of the RESULTS stream (result_consumers below).
+    result_consumers: tuple[str, ...] = field(default=())
     reads_streams: tuple[str, ...] = field(default=())  # streams it reads messages of by sequence
     # Streams it follows with ordered ephemeral consumers (the gateway's re-attachable streams).
     follows_streams: tuple[str, ...] = field(default=())
@@ -103,14 +111,44 @@ ORCHESTRATOR_BUCKETS = (
 )
 
 
+def result_consumers(s: Subjects) -> dict[str, list[str]]:
+    """Every durable consumer of the RESULTS stream and the subjects it takes: `push`, the A2A
+    push notifications' outbox (a step or an end of a request, never its text), read by the
+    gateways; it starts at the events published after it was made."""
+    kept = ("progress", "clarification", "completed", "failed", "cancelled")
+    return {"push": [s.out_any(what) for what in kept]}
+
+
 def roles(s: Subjects) -> dict[str, Role]:
     outcomes = tuple(s.out_any(what) for what in ("completed", "failed", "cancelled"))
     return {
         "gateway": Role(
             # parked: the approvals waiting now (an operator's queue, /api/approvals).
-            reads=("sessions", "status", "index", "preferences", "approvals", "budgets", "parked"),
-            writes=("sessions", "status", "index", "preferences", "approvals"),
-            watches=("index", "parked"),
+            # push, pushed, pushkeys: A2A push notifications (configs, deliveries, keys).
+            reads=(
+                "sessions",
+                "status",
+                "index",
+                "preferences",
+                "approvals",
+                "budgets",
+                "parked",
+                "push",
+                "pushed",
+                "pushkeys",
+            ),
+            writes=(
+                "sessions",
+                "status",
+                "index",
+                "preferences",
+                "approvals",
+                "push",
+                "pushed",
+                "pushkeys",
+            ),
+            watches=("index", "parked", "pushkeys"),
+            result_consumers=("push",),
             publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
             subscribe=(s.out_all, s.pong_all),
             reads_streams=(s.outbox_stream, s.results_stream),
@@ -214,6 +252,23 @@ def stream_configs(s: Subjects) -> list[StreamConfig]:
     ]
 
 
+PUSH_DELIVERIES = 12  # deliveries of one event to the push outbox (its webhooks' retries)
+
+
+def result_consumer_config(s: Subjects, consumer: str, settings: Settings) -> ConsumerConfig:
+    name = durable_name(s, consumer)
+    return ConsumerConfig(
+        name=name,
+        durable_name=name,
+        filter_subjects=result_consumers(s)[consumer],
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=settings.ack_wait,
+        max_deliver=PUSH_DELIVERIES,
+        max_ack_pending=settings.max_concurrency * 4,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+
+
 def consumer_config(s: Subjects, consumer: str, settings: Settings) -> ConsumerConfig:
     name = durable_name(s, consumer)
     return ConsumerConfig(
@@ -258,6 +313,11 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
             await _republish(js, f"KV_{s.bucket(name)}", republish)
     for consumer in consumers(s):
         await js.add_consumer(s.work_stream, consumer_config(s, consumer, settings))
+    for consumer in result_consumers(s):
+        try:  # made once: made again, a consumer that starts at NEW would skip what waits
+            await js.consumer_info(s.results_stream, durable_name(s, consumer))
+        except nats.js.errors.NotFoundError:
+            await js.add_consumer(s.results_stream, result_consumer_config(s, consumer, settings))
     log.info("bus topology of namespace %s is in place", settings.namespace)
 
 
@@ -301,6 +361,8 @@ async def bind(
             buckets = {name: await js.key_value(s.bucket(name)) for name in names}
             for consumer in role.consumers:
                 await js.consumer_info(s.work_stream, durable_name(s, consumer))
+            for consumer in role.result_consumers:
+                await js.consumer_info(s.results_stream, durable_name(s, consumer))
             if said:
                 log.info("the bus topology is in place; going on")
             return buckets
