@@ -162,6 +162,12 @@ class RequestRecord(Model):
     hidden: bool = Field(
         default=False, description="Deleted by its owner: no longer listed nor found by the API."
     )
+    push: bool = Field(
+        default=False,
+        description="A client asked to be notified of it (A2A push notifications): its steps, "
+        "questions and end are published on its push subjects too (set by the gateway, by "
+        "compare-and-set, when the first webhook config of the task is kept).",
+    )
     state: RequestState = Field(default="accepted", description="Where it is in its life.")
     status: WorkflowStatus = Field(description="The status word clients see.")
     detail: str = Field(default="", description="Human-readable detail of the status.")
