@@ -30,7 +30,7 @@ from opentelemetry import propagate, trace
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects, utcnow
-from contracts.events import DeadLetter
+from contracts.events import DeadLetter, Progress
 from contracts.subjects import Derived
 from services.runtime.base.logs import request_context
 from services.runtime.base.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
@@ -208,6 +208,14 @@ class Bus:
         broker's middlewares; `python -m bench.hotspots`)."""
         await self.nc.publish(subject, event.__pydantic_serializer__.to_json(event))
 
+    async def emit_progress(self, event: Progress, *, push: bool) -> None:
+        """A request's progress for its clients (core NATS; RESULTS keeps it as it passes),
+        and on its push subject too when a client is notified of the request (its record's
+        `push`; services/gateway/a2a/push.py): a request without a webhook costs nothing more."""
+        await self.emit(event, self.subjects.progress(event.request_id, event.session_id))
+        if push:
+            await self.emit(event, self.subjects.push(event.request_id, "progress"))
+
     def listening_since(self) -> datetime | None:
         """Since when this process has heard every core message of its subscriptions (none
         were missed in a disconnection since); None before it started."""
@@ -244,6 +252,8 @@ class Bus:
             return s.results_stream
         if subject.startswith(f"{s.namespace}.deadletter."):
             return s.deadletter_stream
+        if subject.startswith(f"{s.namespace}.push."):
+            return s.push_stream
         return s.work_stream
 
     async def dead_letter(
@@ -293,9 +303,9 @@ class Bus:
 
         self._durables.append((subject, consumer, deliver))
 
-    def results(self, consumer: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
-        """RESULTS' durable `consumer` (topology.result_consumers), read raw: `deliver` acks."""
-        self._durables.append((self.subjects.out_any("completed"), consumer, deliver))
+    def pushes(self, consumer: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
+        """PUSH's durable `consumer` (topology.push_consumers), read raw: `deliver` acks."""
+        self._durables.append((f"{self.subjects.namespace}.push.*.*", consumer, deliver))
 
     def consume(self, subject: str, model: type[E], handler: Consumes[E], *, consumer: str) -> None:
         """`durable()` for a handler object: its `handle`, and its `exhausted` at the end."""
