@@ -80,10 +80,10 @@ class Frontline:
             session = await load_versioned(self.bus, req.session_id)
             history = recent(session.value, turns)
         if req.planned:  # a workflow is planned by the research pipeline, never answered here
-            await self._route(req, history, PLANNED)
+            await self._route(req, history, PLANNED, push=tracked.value.push)
             return
         reply = ChoiceResult()
-        answer = _Answer(self, req)
+        answer = _Answer(self, req, push=tracked.value.push)
 
         def build(how: Convention) -> Messages:
             return conversation(prompts.system(how), history, req.message)
@@ -107,7 +107,7 @@ class Frontline:
             return
         if reply.called is not None:
             await answer.settle()
-            await self._route(req, history, reply.called, reply.usage)
+            await self._route(req, history, reply.called, reply.usage, push=tracked.value.push)
             return
         await answer.stop()
         done = RequestCompleted(
@@ -145,9 +145,15 @@ class Frontline:
         return "answered"
 
     async def _route(
-        self, req: ChatRequested, history: list[Turn], reason: str, usage: Usage | None = None
+        self,
+        req: ChatRequested,
+        history: list[Turn],
+        reason: str,
+        usage: Usage | None = None,
+        *,
+        push: bool,
     ) -> None:
-        await self._progress(req, "routed", reason)
+        await self._progress(req, "routed", reason, push=push)
         routed = RequestRouted(
             **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
             reason=reason,
@@ -167,11 +173,14 @@ class Frontline:
         )
         await finish(self.bus, event, known=tracked)
 
-    async def _progress(self, req: ChatRequested, stage: ProgressStage, detail: str) -> None:
+    async def _progress(
+        self, req: ChatRequested, stage: ProgressStage, detail: str, *, push: bool
+    ) -> None:
+        """`push`: a client is notified of the request (its record as this handler holds it)."""
         event = Progress(
             request_id=req.request_id, session_id=req.session_id, stage=stage, detail=detail
         )
-        await self.bus.emit(event, self.bus.subjects.progress(req.request_id, req.session_id))
+        await self.bus.emit_progress(event, push=push)
 
     async def _fail(
         self, req: ChatRequested, exc: BaseException, tracked: Tracked | None = None
@@ -214,16 +223,17 @@ class _Answer:
     (services/runtime/requests/lifecycle.py, `reachable`); a cancel meanwhile moves it from
     `accepted`, and stands."""
 
-    def __init__(self, frontline: Frontline, req: ChatRequested) -> None:
+    def __init__(self, frontline: Frontline, req: ChatRequested, *, push: bool) -> None:
         self.frontline = frontline
         self.req = req
+        self.push = push
         self.chunks = ChunkStream(frontline.bus, req.request_id, req.session_id)
         self.began = False
 
     async def text(self, delta: str) -> None:
         if not self.began:
             self.began = True
-            await self.frontline._progress(self.req, "direct", "")
+            await self.frontline._progress(self.req, "direct", "", push=self.push)
         self.chunks.add(delta)
 
     async def stop(self) -> None:

@@ -149,7 +149,7 @@ class ToolsWorker:
             tool=use,
         )
         try:
-            await self.bus.emit(step, self.bus.subjects.progress(task.request_id, task.session_id))
+            await self.bus.emit_progress(step, push=task.push)
         except Exception as exc:  # progress is for show; the call itself went through
             log.warning("could not report a tool call of %s: %r", task.request_id, exc)
 
