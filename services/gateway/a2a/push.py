@@ -140,7 +140,7 @@ class Pusher:
         self._refresh: asyncio.Task[None] | None = None
 
     def register(self) -> None:
-        self.bus.results("push", self.deliver)
+        self.bus.pushes("push", self.deliver)
 
     async def start(self) -> None:
         if self.webhooks.enabled:

@@ -148,13 +148,17 @@ class TaskService:
         # without a taskId is a new task, also while another of the context waits for input
         # (that one is answered by its id only, and steps out of the context's turn meanwhile).
         task_id = "a2a-" + key_for(f"{principal}/{message.message_id}")[:32]
-        new = Submission(task_id, chosen=True, on_parked="new", parked_aside=True)
+        new = Submission(
+            task_id, chosen=True, on_parked="new", parked_aside=True, push=bool(webhook)
+        )
         if webhook:  # kept first, so that no update of the task goes by unnotified
             await self.webhooks.keep(principal, task_id, webhook, version)
         said = await self.intake.say(
             principal, scoped(principal, context), Words(text), to=new, surface="a2a"
         )
         rendered(said)
+        if webhook:  # a retried send's task, made before without a webhook, is marked now
+            await self.webhooks.notify(task_id)
         return task_id, 0, wait
 
     async def _answer(

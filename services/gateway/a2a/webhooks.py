@@ -1,6 +1,8 @@
 """A2A push notifications' configs: the methods that make, read, list and delete a task's
 webhooks (1.0 and 0.3 shapes), each checked through the egress wall when it is given, kept in
-the `push` bucket under its task with the principal that made it (push.py tells the rest)."""
+the `push` bucket under its task with the principal that made it, and then the task's record
+marked (`push`), so its producers publish its updates for the outbox from then on; a task
+that had already ended gets its end pushed from here (push.py tells the rest)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from services.gateway.a2a.errors import RpcError, parse
 from services.gateway.core.errors import NotFound
 from services.gateway.core.intake import Intake
 from services.runtime.bus.kvstore import get_model, key_for, mutate_versioned
+from services.runtime.requests.lifecycle import records
+from services.runtime.requests.outcomes import push
 from services.runtime.walls.egress import Egress, EgressRefused
 
 PER_TASK = 10  # webhook configs one task may have
@@ -96,13 +100,25 @@ class Webhooks:
         self.on()
         await self._owned(principal, task_id)
         await self.checked(given.url)
-        return await self.keep(principal, task_id, given, version)
+        made = await self.keep(principal, task_id, given, version)
+        await self.notify(task_id)
+        return made
+
+    async def notify(self, task_id: str) -> None:
+        """After its config is kept: mark the task's record (`push`) by compare-and-set, so
+        each producer that writes it next sees the mark and publishes the task's updates on its
+        push subjects too. A task that had ended before the mark gets its end pushed from
+        here (under the ender's own dedupe key: stored once, whoever publishes it first), so no
+        race between the mark and the end loses the end."""
+        tracked = await records(self.bus).notify(task_id)
+        if tracked is not None and tracked.value.ended and tracked.value.outcome is not None:
+            await push(self.bus, tracked.value.outcome)
 
     async def keep(
         self, principal: str, task_id: str, given: PushConfigIn, version: Version
     ) -> TaskPushNotificationConfig:
         """Keep a checked config for `task_id` (which may not exist yet: SendMessage keeps it
-        just before the task starts)."""
+        just before the task starts, marked). The caller marks the task then (`notify`)."""
         auth = given.authentication
         scheme = (auth.scheme or next(iter(auth.schemes or []), None)) if auth else None
         config = TaskPushNotificationConfig(
