@@ -3,10 +3,13 @@ webhook configs made, read, listed and deleted (1.0 and 0.3 names), scoped to th
 a webhook on a private address refused at config time; each step and the end POSTed once to a
 webhook allowed by the operator (SIDEKICK_EGRESS_ALLOW), with the client's token echoed and
 Sidekick's JWT, verified as a receiver would: the key from /.well-known/jwks.json by its kid,
-and the body's hash; a webhook that fails at first gets the event later, still once."""
+and the body's hash; a webhook that fails at first gets the event later, still once; a task
+whose webhook came after its end gets that end, once; and a request no client asked to be
+notified of puts nothing on the push subjects (it costs the outbox no message)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -15,6 +18,7 @@ from typing import Any
 
 import httpx
 import jwt
+import nats
 import pytest
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.types.a2a_pb2 import (
@@ -30,7 +34,9 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from nats.aio.msg import Msg
 
+from contracts import Subjects
 from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.webhook import HOOK, Webhook
@@ -184,3 +190,66 @@ async def test_every_step_and_the_end_are_posted_once_signed_with_the_token_echo
     final = next(p.json() for p in posts if "task" in p.json())
     (answer,) = [a for a in final["task"]["artifacts"] if a["artifactId"] == "answer"]
     assert answer["parts"][0]["text"].startswith("Answer to")
+
+
+async def test_a_task_whose_webhook_comes_after_its_end_gets_its_end_posted_once(
+    kim: tuple[httpx.AsyncClient, JsonRpcTransport], webhook: Webhook
+) -> None:
+    _, client = kim
+    task = (await client.send_message(say("Hello there"))).task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED  # ended before any webhook
+    config = TaskPushNotificationConfig(
+        task_id=task.id, id="late", url=webhook.url + HOOK, token="kim-late"
+    )
+    await client.create_task_push_notification_config(config)
+
+    def ended() -> bool:
+        return any("task" in r.json() for r in webhook.posts(task.id, 200))
+
+    await webhook.until(ended)
+    # The same config made again (its id kept) marks the task again: the end is not sent twice.
+    await client.create_task_push_notification_config(config)
+    await asyncio.sleep(3.0)  # time for a second POST, were one to come
+    posts = webhook.posts(task.id)
+    assert len(posts) == 1, [p.json() for p in posts]
+    (post,) = posts
+    assert post.headers["x-a2a-notification-token"] == "kim-late"
+    body = post.json()
+    assert body["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    (answer,) = [a for a in body["task"]["artifacts"] if a["artifactId"] == "answer"]
+    assert answer["parts"][0]["text"]
+
+
+async def test_a_request_without_a_webhook_puts_nothing_on_the_push_subjects(
+    push_system: System, kim: tuple[httpx.AsyncClient, JsonRpcTransport], webhook: Webhook
+) -> None:
+    _, client = kim
+    s = Subjects(push_system.namespace)
+    heard: list[str] = []
+    nc = await nats.connect(push_system.nats_url)  # the admin's: it may hear every subject
+    try:
+
+        async def take(msg: Msg) -> None:
+            heard.append(msg.subject)
+
+        await nc.subscribe(s.push_all, cb=take)
+        await nc.flush()
+        plain = (await client.send_message(say("Please route: a plan"))).task
+        assert plain.status.state == TaskState.TASK_STATE_COMPLETED
+        await asyncio.sleep(2.0)  # anything published late would have come by now
+        assert heard == [], f"a request without a webhook was published for the outbox: {heard}"
+        # The same request with a webhook is heard there (the subscription does hear): its
+        # steps and its end, and nothing of any other request.
+        config = TaskPushNotificationConfig(url=webhook.url + HOOK)
+        request = say("Please route: a plan", task_push_notification_config=config)
+        notified = (await client.send_message(request)).task
+        assert notified.status.state == TaskState.TASK_STATE_COMPLETED
+        for _ in range(100):
+            if s.push(notified.id, "completed") in heard:
+                break
+            await asyncio.sleep(0.05)
+        assert s.push(notified.id, "completed") in heard
+        assert s.push(notified.id, "progress") in heard
+        assert {h.split(".")[2] for h in heard} == {notified.id}
+    finally:
+        await nc.close()
