@@ -128,11 +128,7 @@ class WorkerTask(Event):
         description="An approval decided for this request's action: the worker runs only the "
         "arguments whose digest it holds, or reports the decline.",
     )
-    push: bool = Field(
-        default=False,
-        description="A client is notified of this request (its record's `push` when the attempt "
-        "was dispatched): the worker's progress goes on its push subject too.",
-    )
+    push: bool = Field(default=False, description="Progress goes on its push subject too.")
 
 
 class WorkerResult(Event):

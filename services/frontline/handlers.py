@@ -34,6 +34,7 @@ from services.runtime.base.metrics import CANCELLATIONS
 from services.runtime.budgets import Budget, Limit, OverBudget
 from services.runtime.bus.core import Bus, msg_id, redelivered
 from services.runtime.bus.kvstore import Versioned
+from services.runtime.bus.progress import emit_progress
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.llm.prompts import conversation
@@ -180,7 +181,7 @@ class Frontline:
         event = Progress(
             request_id=req.request_id, session_id=req.session_id, stage=stage, detail=detail
         )
-        await self.bus.emit_progress(event, push=push)
+        await emit_progress(self.bus, event, push=push)
 
     async def _fail(
         self, req: ChatRequested, exc: BaseException, tracked: Tracked | None = None

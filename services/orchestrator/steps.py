@@ -30,6 +30,7 @@ from services.runtime.approvals.waiting import open_approval
 from services.runtime.base.metrics import CLARIFICATIONS
 from services.runtime.budgets import Ask, Budget, Meter, OverBudget
 from services.runtime.bus.core import Bus
+from services.runtime.bus.progress import emit_progress
 from services.runtime.requests.lifecycle import IllegalMove, Tracked
 from services.runtime.requests.outcomes import finish
 
@@ -191,4 +192,4 @@ class Steps:
         # last moved it (each progress follows a write of it, which reads it again on a lost
         # compare-and-set, so a `push` set by a gateway is seen from the next step on).
         tracked = self.store.record(req.request_id)
-        await self.bus.emit_progress(event, push=tracked is not None and tracked.value.push)
+        await emit_progress(self.bus, event, push=tracked is not None and tracked.value.push)

@@ -30,7 +30,7 @@ from opentelemetry import propagate, trace
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects, utcnow
-from contracts.events import DeadLetter, Progress
+from contracts.events import DeadLetter
 from contracts.subjects import Derived
 from services.runtime.base.logs import request_context
 from services.runtime.base.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS
@@ -208,14 +208,6 @@ class Bus:
         broker's middlewares; `python -m bench.hotspots`)."""
         await self.nc.publish(subject, event.__pydantic_serializer__.to_json(event))
 
-    async def emit_progress(self, event: Progress, *, push: bool) -> None:
-        """A request's progress for its clients (core NATS; RESULTS keeps it as it passes),
-        and on its push subject too when a client is notified of the request (its record's
-        `push`; services/gateway/a2a/push.py): a request without a webhook costs nothing more."""
-        await self.emit(event, self.subjects.progress(event.request_id, event.session_id))
-        if push:
-            await self.emit(event, self.subjects.push(event.request_id, "progress"))
-
     def listening_since(self) -> datetime | None:
         """Since when this process has heard every core message of its subscriptions (none
         were missed in a disconnection since); None before it started."""
@@ -250,11 +242,8 @@ class Bus:
         s = self.subjects
         if subject.startswith(f"{s.namespace}.out.") and subject.endswith(TERMINAL_SUFFIXES):
             return s.results_stream
-        if subject.startswith(f"{s.namespace}.deadletter."):
-            return s.deadletter_stream
-        if subject.startswith(f"{s.namespace}.push."):
-            return s.push_stream
-        return s.work_stream
+        first = subject.removeprefix(f"{s.namespace}.").split(".", 1)[0]
+        return {"deadletter": s.deadletter_stream, "push": s.push_stream}.get(first, s.work_stream)
 
     async def dead_letter(
         self, source: str, reason: str, data: bytes, headers: dict[str, str]

@@ -119,11 +119,6 @@ def push_consumers(s: Subjects) -> dict[str, list[str]]:
     return {"push": [s.push_all]}
 
 
-def pushes(s: Subjects, *what: str) -> tuple[str, ...]:
-    """The push subjects of every request for these kinds of event (a role's permissions)."""
-    return tuple(s.push_any(w) for w in what)
-
-
 def roles(s: Subjects) -> dict[str, Role]:
     ends = ("completed", "failed", "cancelled")
     outcomes = tuple(s.out_any(what) for what in ends)
@@ -161,7 +156,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.request_answered,
                 s.request_cancel,
                 s.ping,
-                *pushes(s, *ends),
+                *(s.push_any(w) for w in ends),
             ),
             subscribe=(s.out_all, s.pong_all),
             reads_streams=(s.outbox_stream, s.results_stream),
@@ -180,7 +175,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.out_any("text"),
                 s.out_any("progress"),
                 *outcomes,
-                *pushes(s, "progress", *ends),
+                *(s.push_any(w) for w in ("progress", *ends)),
                 s.pong("frontline"),
             ),
             subscribe=(s.request_cancel, s.ping),
@@ -197,7 +192,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.out_any("progress"),
                 s.out_any("clarification"),
                 *outcomes,
-                *pushes(s, "progress", "clarification", *ends),
+                *(s.push_any(w) for w in ("progress", "clarification", *ends)),
                 s.pong("orchestrator"),
             ),
             # The server's advisory when a message ran out of deliveries, and that message.
@@ -219,7 +214,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.worker_completed,
                 s.out_any("progress"),
                 s.out_any("step"),
-                *pushes(s, "progress"),
+                s.push_any("progress"),
                 s.outbox_all,
                 s.pong("workers"),
             ),
