@@ -8,9 +8,19 @@
                   unless the operator allowed that host:port (SIDEKICK_EGRESS_ALLOW). Kept in
                   the `push` bucket under the task, with the principal that made it: only that
                   principal sees, lists or deletes it.
-    outbox        the RESULTS stream keeps every step (progress) and end of every request; the
-                  gateways read it through the durable consumer `push` (topology.py), which
-                  survives their restarts: an event not yet acknowledged is delivered again.
+    marked        once a config is kept, the task's record is marked (`push`, by compare-and-
+                  set; webhooks.py `notify`), and from then on its producers publish its steps,
+                  questions and end on `<ns>.push.<task>.<what>` besides their usual subjects
+                  (outcomes.py `push`, Bus.emit_progress): a request without a webhook costs
+                  nothing here, not a message. A producer whose write lost to the mark reads
+                  the record again and sees it; a task already ended when the mark came has
+                  its end pushed by the gateway (the ender's dedupe key: stored once).
+    outbox        the PUSH stream (a work queue) keeps those events until the gateways' durable
+                  consumer `push` (topology.py, made by the bootstrap: no service may make a
+                  durable consumer) has delivered them; it survives their restarts: an event
+                  not yet acknowledged is delivered again. Each event's configs are read from
+                  the `push` bucket, now only for notified tasks (a watch of the bucket in
+                  every gateway would cost each config write a message per gateway).
     delivery      for each config of the event's task: a claim in the `pushed` bucket, made
                   with create (one per principal, config and event id, whichever gateway
                   replica holds the event), then one POST through the egress wall, no

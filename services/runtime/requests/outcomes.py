@@ -2,7 +2,9 @@
 request's record (the first end stands), update the session's record (history, parked request,
 results not yet seen by a client, the session's lane), publish the outcome to the gateways
 once (by the call that recorded it: the lifecycle's compare-and-set lets one call do that), and
-then start the session's next queued request (services/runtime/requests/lanes.py)."""
+on its push subject too when the record says a client is notified of it (`push`: A2A push
+notifications, services/gateway/a2a/push.py), and then start the session's next queued request
+(services/runtime/requests/lanes.py)."""
 
 from __future__ import annotations
 
