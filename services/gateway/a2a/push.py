@@ -11,7 +11,7 @@
     marked        once a config is kept, the task's record is marked (`push`, by compare-and-
                   set; webhooks.py `notify`), and from then on its producers publish its steps,
                   questions and end on `<ns>.push.<task>.<what>` besides their usual subjects
-                  (outcomes.py `push`, Bus.emit_progress): a request without a webhook costs
+                  (outcomes.py `push`, bus/progress.py): a request without a webhook costs
                   nothing here, not a message. A producer whose write lost to the mark reads
                   the record again and sees it; a task already ended when the mark came has
                   its end pushed by the gateway (the ender's dedupe key: stored once).

@@ -294,7 +294,7 @@ class Bus:
 
     def pushes(self, consumer: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
         """PUSH's durable `consumer` (topology.push_consumers), read raw: `deliver` acks."""
-        self._durables.append((f"{self.subjects.namespace}.push.*.*", consumer, deliver))
+        self._durables.append((self.subjects.push_any("*"), consumer, deliver))
 
     def consume(self, subject: str, model: type[E], handler: Consumes[E], *, consumer: str) -> None:
         """`durable()` for a handler object: its `handle`, and its `exhausted` at the end."""
