@@ -79,6 +79,10 @@ def main() -> None:
         "SIDEKICK_LLM_API_KEY": "fake",
         "SIDEKICK_CACHE_ENABLED": "false",
         "SIDEKICK_EMBEDDINGS_BASE_URL": model.base_url,
+        # The kit is one client that leaves many tasks open at once: not a test of the
+        # per-principal limits, which would refuse it (429) on a busy machine.
+        "SIDEKICK_MAX_CONCURRENT_REQUESTS": "200",
+        "SIDEKICK_RATE_LIMIT_PER_MINUTE": "6000",
         **role_models("bench"),
     }
     up = subprocess.Popen(
