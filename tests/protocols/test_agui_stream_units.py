@@ -146,16 +146,17 @@ def test_a_client_that_saw_the_end_gets_the_start_and_the_end_again() -> None:
     ]
 
 
+def asking(question: Question, **parked: Any) -> ClarificationRequested:
+    """The planner parking request r1 on `question`, with what else it `parked` on."""
+    return ClarificationRequested(
+        request_id="r1", session_id="s1", questions=[question], source="planner", **parked
+    )
+
+
 def test_a_request_parked_on_client_tools_ends_the_run_with_the_calls_and_no_result() -> None:
     translator = Translator(RUN)
     calls = [ToolCall(call_id="k1", name="confirm_booking", arguments='{"people": 2}')]
-    parked = ClarificationRequested(
-        request_id="r1",
-        session_id="s1",
-        questions=[Question(id="tools", question="Waiting for your app")],
-        source="planner",
-        tool_calls=calls,
-    )
+    parked = asking(Question(id="tools", question="Waiting for your app"), tool_calls=calls)
     out = [e.model_dump(by_alias=True, exclude_none=True) for e in translator.take(parked)]
     assert [e["type"] for e in out] == [
         "TOOL_CALL_START",
@@ -180,13 +181,7 @@ def test_an_approval_interrupt_carries_its_expiry() -> None:
         reason="policy",
         expires_at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC),
     )
-    asked = ClarificationRequested(
-        request_id="r1",
-        session_id="s1",
-        questions=[Question(id="approval", question="May I?")],
-        source="planner",
-        approval=approval,
-    )
+    asked = asking(Question(id="approval", question="May I?"), approval=approval)
     finished = Translator(RUN).take(asked)[-1]
     dumped = finished.model_dump(by_alias=True, exclude_none=True)
     assert dumped["outcome"]["interrupts"][0]["expiresAt"] == "2030-01-02T03:04:05Z"
