@@ -28,7 +28,7 @@ from tests.support.agui import BOOKING, read
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.gateway_client import bearer, token, tokens_env
 from tests.support.harness import SERVICES, System, llm_env
-from tests.support.scripts import tool_results
+from tests.support.scripts import books, tool_results
 
 CLIENT = Path(__file__).parent / "agui_client"
 WHO = "ella"
@@ -197,14 +197,6 @@ async def test_the_client_re_attaches_after_the_gateway_is_killed(
     # The client's teardown rethrows the dead connection's error, unhandled (flows.mjs says
     # why); nothing else went unhandled.
     assert set(got["unhandled"]) <= {"terminated"}
-
-
-def books(body: dict[str, Any]) -> Reply | str:
-    results = tool_results(body)
-    if not results:
-        asked = tool_call("confirm_booking", {"people": 2, "time": "19:00"}, "call_book_1")
-        return Reply(tool_calls=[asked])
-    return f"Booked: {results[-1]['content']}"
 
 
 async def test_a_frontend_tool_round_trip_survives_a_restart_of_every_service(
