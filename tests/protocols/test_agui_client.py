@@ -278,27 +278,20 @@ async def test_abort_run_leaves_the_run_going_unless_the_client_opted_in(
 ) -> None:
     release = holding(fake_llm, "Finished anyway.")
     opted, plain = ids(), ids()
-    try:
+
+    async def abort_run(opt_in: bool, cfg: dict[str, str]) -> None:
+        """A run that the client aborts at its first attempt, with the opt-in or without."""
+        text = "Please route: long job"
         async with flow(
-            agui_system,
-            "stop",
-            text="Please route: long job",
-            until="attempt 1",
-            optIn=True,
-            **opted,
+            agui_system, "stop", text=text, until="attempt 1", optIn=opt_in, **cfg
         ) as run:
             await run.line()
+
+    try:
+        await abort_run(True, opted)
         whole = await asyncio.wait_for(replayed(agui_system, opted["runId"]), 30)
         assert whole[-1]["outcome"] == {"type": "cancelled"}  # cancelled while the model worked
-        async with flow(
-            agui_system,
-            "stop",
-            text="Please route: long job",
-            until="attempt 1",
-            optIn=False,
-            **plain,
-        ) as run:
-            await run.line()
+        await abort_run(False, plain)
         await asyncio.sleep(3)  # longer than the opted-in cancel took
         release.set()
         whole = await asyncio.wait_for(replayed(agui_system, plain["runId"]), 30)
