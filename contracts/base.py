@@ -132,6 +132,45 @@ refused, or cancel what runs (and what waits) and go next."""
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
 
 
+class SessionRecord(Model):
+    """A session (key: hash of the scoped session id) in the `sessions` bucket."""
+
+    turns: list[Turn] = Field(default_factory=list, description="Turns, newest last.")
+    parked: str | None = Field(
+        default=None, description="A request awaiting this session's clarification answers."
+    )
+    undelivered: list[str] = Field(
+        default_factory=list,
+        description="Requests that ended (or asked) while no client of the session saw it.",
+    )
+    active: str | None = Field(
+        default=None,
+        description="The session's request being answered now (or waiting for its answers); "
+        "the session's other requests wait in `queued` until it ends.",
+    )
+    active_since: AwareDatetime | None = Field(
+        default=None, description="When `active` took the session."
+    )
+    queued: list[str] = Field(
+        default_factory=list, description="Requests waiting their turn, oldest first."
+    )
+    handoff: str | None = Field(
+        default=None,
+        description="The request whose end gave the session to `active` (so a re-run of that "
+        "end starts `active` again, and nothing else does).",
+    )
+
+
+class SessionStamp(Model):
+    """A session's record as the gateway had just written it when it sent a request on, and
+    its revision: the frontline takes the history from it and starts the session's write at
+    the request's end from it instead of reading it (a write that finds the session moved since
+    fails, reads and writes again)."""
+
+    revision: int = Field(ge=1, description="The record's revision in the `sessions` bucket.")
+    record: SessionRecord = Field(description="The session's record at that revision.")
+
+
 class RecordStamp(Model):
     """Where a request's record stood when its `chat.requested` was sent: with the fields the
     message carries, the record itself, so the frontline starts its write from it instead of

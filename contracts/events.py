@@ -17,7 +17,16 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter
 
 from contracts.approvals import Approval, ApprovalAsk
-from contracts.base import Event, Model, RecordStamp, Source, Turn, Usage, WorkflowStatus
+from contracts.base import (
+    Event,
+    Model,
+    RecordStamp,
+    SessionStamp,
+    Source,
+    Turn,
+    Usage,
+    WorkflowStatus,
+)
 from contracts.decisions import Question, Verdict, WorkerType
 
 
@@ -56,6 +65,12 @@ class ChatRequested(RequestOptions):
         default=None,
         description="The session's recent turns when the message was sent on (as many as the "
         "agents see), so the frontline need not read the session; None: it reads them.",
+    )
+    session: SessionStamp | None = Field(
+        default=None,
+        description="The session's record and revision when the message was sent on: the "
+        "frontline takes the history from it (not from `session_turns`) and writes the "
+        "request's end into the session from it without reading it first.",
     )
     record: RecordStamp | None = Field(
         default=None, description="The request's record when sent (None: the frontline reads it)."

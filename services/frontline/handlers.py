@@ -72,8 +72,12 @@ class Frontline:
             return
         turns = self.bus.settings.history_turns
         session: Versioned[SessionRecord] | None = None
+        if req.session is not None:  # as the gateway wrote it: the end's write starts there
+            session = Versioned(req.session.record, req.session.revision)
         if req.history:  # the client sent the conversation itself
             history = req.history[-2 * turns :] if turns > 0 else []
+        elif session is not None:
+            history = recent(session.value, turns)
         elif req.session_turns is not None:  # the session's, as the gateway sent it on
             history = req.session_turns[-2 * turns :] if turns > 0 else []
         else:
@@ -149,7 +153,9 @@ class Frontline:
     ) -> None:
         await self._progress(req, "routed", reason)
         routed = RequestRouted(
-            **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
+            **req.model_dump(
+                exclude={"kind", "event_id", "ts", "history", "session_turns", "session"}
+            ),
             reason=reason,
             history=history,
             usage=usage or Usage(),

@@ -47,7 +47,9 @@ def test_a_routed_request_rebuilds_it_unless_the_client_sent_its_own_turns() -> 
     for record, rebuilt in ((stored(), True), (own_turns, False)):
         req = request_of(record)
         routed = RequestRouted(
-            **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
+            **req.model_dump(
+                exclude={"kind", "event_id", "ts", "history", "session_turns", "session"}
+            ),
             reason="tools",
         )
         assert (record_from(routed) == record) is rebuilt
