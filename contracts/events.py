@@ -91,6 +91,11 @@ class RequestRouted(RequestOptions):
     record: RecordStamp | None = Field(
         default=None, description="The gateway's stamp, passed on (None: the orchestrator reads)."
     )
+    session: SessionStamp | None = Field(
+        default=None,
+        description="The session as the gateway sent it on, passed on: the orchestrator writes "
+        "the request's end into the session from it (None, or moved since: it reads it).",
+    )
 
 
 class TaskBudget(Model):

@@ -153,9 +153,7 @@ class Frontline:
     ) -> None:
         await self._progress(req, "routed", reason)
         routed = RequestRouted(
-            **req.model_dump(
-                exclude={"kind", "event_id", "ts", "history", "session_turns", "session"}
-            ),
+            **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
             reason=reason,
             history=history,
             usage=usage or Usage(),

@@ -26,15 +26,16 @@ CEILINGS: dict[str, tuple[int, str]] = {
         "held and counted in the leases",
     ),
     "orchestrated_1": (
-        27,
-        "the direct's gateway part; frontline routes (ack, progress, request.routed); "
-        "orchestrator: decision + dispatch in one write, then one write per step, a fresh read "
-        "before the end, the session's read + write; worker and evaluator: ack + answer each; "
-        "5 progress events; budgets in the leases",
+        26,
+        "the direct's gateway part; frontline routes (ack, progress, request.routed, the "
+        "session passed on); orchestrator: decision + dispatch in one write, then one write per "
+        "step, a fresh read before the end, the session's write (from the copy request.routed "
+        "brought); worker and evaluator: ack + answer each; 5 progress events; budgets in the "
+        "leases",
     ),
-    "orchestrated_3": (53, "orchestrated_1 and 13 per retry (4 writes/publishes per hop)"),
+    "orchestrated_3": (52, "orchestrated_1 and 13 per retry (4 writes/publishes per hop)"),
     "clarification": (
-        58,
+        57,
         "two requests' worth: the question parks it (parked key, session, and its holds "
         "parked in the budgets bucket: a read and a write for the day and the session), the "
         "answer resumes it (its record, request.answered, session) and a second attempt ends it",

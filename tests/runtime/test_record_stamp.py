@@ -47,9 +47,7 @@ def test_a_routed_request_rebuilds_it_unless_the_client_sent_its_own_turns() -> 
     for record, rebuilt in ((stored(), True), (own_turns, False)):
         req = request_of(record)
         routed = RequestRouted(
-            **req.model_dump(
-                exclude={"kind", "event_id", "ts", "history", "session_turns", "session"}
-            ),
+            **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
             reason="tools",
         )
         assert (record_from(routed) == record) is rebuilt
