@@ -43,6 +43,9 @@ from services.runtime.requests.lifecycle import STATUS, IllegalMove, Tracked, re
 IF_BUSY: tuple[IfBusy, ...] = get_args(IfBusy)
 STALE = timedelta(seconds=60)
 ATTEMPTS = 20
+# The most characters of turns a session may hold to travel with its request as a whole (a
+# larger one goes as its recent turns, and the end's write reads it first).
+STAMP_CHARS = 64_000
 
 tracer = trace.get_tracer("sidekick.lanes")
 
@@ -193,6 +196,11 @@ def request_of(
     )
 
 
+def small(session: SessionRecord) -> bool:
+    """Whether a session's record is small enough to travel with its request (`SessionStamp`)."""
+    return sum(len(turn.content) for turn in session.turns) <= STAMP_CHARS
+
+
 def digest(record: RequestRecord) -> str:
     return hashlib.sha256(record.model_dump_json().encode()).hexdigest()[:32]
 
@@ -238,6 +246,10 @@ async def publish(
     """Send an accepted request on its way (deduplicated: safe to repeat), with the session's
     record as just written when the caller has it (`session`), else its recent turns when the
     caller has them."""
+    if session is not None and not small(session.value):
+        # Sent on as its recent turns only: the whole record would make a large message.
+        turns = bus.settings.history_turns
+        session_turns, session = (session.value.turns[-2 * turns :] if turns > 0 else []), None
     await bus.publish(
         request_of(tracked, session_turns, session),
         bus.subjects.chat_requested,
