@@ -10,6 +10,8 @@ from contracts.base import (
     Event,
     Model,
     ModelUsage,
+    SessionRecord,
+    SessionStamp,
     Source,
     ToolUse,
     Turn,
@@ -57,7 +59,6 @@ from contracts.state import (
     LoopStatus,
     RequestRecord,
     RequestState,
-    SessionRecord,
 )
 from contracts.subjects import DEFAULT, Subjects
 
@@ -94,6 +95,7 @@ __all__ = [
     "RequestState",
     "RouteCall",
     "SessionRecord",
+    "SessionStamp",
     "Source",
     "StreamChunk",
     "Subjects",

@@ -132,6 +132,50 @@ refused, or cancel what runs (and what waits) and go next."""
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "partial", "failed", "cancelled"})
 
 
+class SessionRecord(Model):
+    """A session (key: hash of the scoped session id) in the `sessions` bucket."""
+
+    turns: list[Turn] = Field(default_factory=list, description="Turns, newest last.")
+    parked: str | None = Field(
+        default=None, description="A request awaiting this session's clarification answers."
+    )
+    undelivered: list[str] = Field(
+        default_factory=list,
+        description="Requests that ended (or asked) while no client of the session saw it.",
+    )
+    active: str | None = Field(
+        default=None,
+        description="The session's request being answered now (or waiting for its answers); "
+        "the session's other requests wait in `queued` until it ends.",
+    )
+    active_since: AwareDatetime | None = Field(
+        default=None, description="When `active` took the session."
+    )
+    queued: list[str] = Field(
+        default_factory=list, description="Requests waiting their turn, oldest first."
+    )
+    handoff: str | None = Field(
+        default=None,
+        description="The request whose end gave the session to `active` (so a re-run of that "
+        "end starts `active` again, and nothing else does).",
+    )
+    parked_aside: bool = Field(
+        default=False,
+        description="A request that parks (waits for the user) steps out of the lane, so the "
+        "session's next request runs meanwhile (A2A: several tasks per context).",
+    )
+
+
+class SessionStamp(Model):
+    """A session's record as the gateway had just written it when it sent a request on, and
+    its revision: the frontline takes the history from it and starts the session's write at
+    the request's end from it instead of reading it (a write that finds the session moved since
+    fails, reads and writes again)."""
+
+    revision: int = Field(ge=1, description="The record's revision in the `sessions` bucket.")
+    record: SessionRecord = Field(description="The session's record at that revision.")
+
+
 class RecordStamp(Model):
     """Where a request's record stood when its `chat.requested` was sent: with the fields the
     message carries, the record itself, so the frontline starts its write from it instead of
@@ -162,3 +206,41 @@ class DeadLetter(Model):
     reason: str = Field(description="Why: 'invalid: ...', 'exhausted: ...', 'max deliveries ...'.")
     headers: dict[str, str] = Field(description="The message's headers.")
     body: str | None = Field(default=None, description="The message's body, if it is text.")
+
+
+class TaskBudget(Model):
+    """What the request may still spend when this attempt starts (its limits less its usage so
+    far); a worker that calls a model in a loop checks it before each call."""
+
+    tokens: int = Field(ge=0, description="Model tokens (in + out) the attempt may still use.")
+    calls: int = Field(ge=0, description="Model calls the attempt may still make.")
+    tool_calls: int | None = Field(
+        default=None, ge=0, description="Tool calls the attempt may still make (None: no limit)."
+    )
+
+
+ProgressStage = Literal[
+    "accepted",
+    "direct",
+    "routed",
+    "decided",
+    "attempt_started",
+    "attempt_finished",
+    "evaluated",
+    "retrying",
+    "worker_step",
+]
+
+
+FailureCode = Literal[
+    "llm_not_configured",
+    "llm_unavailable",
+    "llm_invalid_output",
+    "refused",
+    "worker_failed",
+    "unknown_worker",
+    "delivery_exhausted",
+    "clarification_timeout",
+    "budget_exhausted",
+    "internal",
+]

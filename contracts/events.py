@@ -20,9 +20,12 @@ from contracts import frontend as fe
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import (
     Event,
-    Model,
+    FailureCode,
+    ProgressStage,
     RecordStamp,
+    SessionStamp,
     Source,
+    TaskBudget,
     ToolUse,
     Turn,
     Usage,
@@ -70,6 +73,12 @@ class ChatRequested(RequestOptions):
         description="The session's recent turns when the message was sent on (as many as the "
         "agents see), so the frontline need not read the session; None: it reads them.",
     )
+    session: SessionStamp | None = Field(
+        default=None,
+        description="The session's record and revision when the message was sent on: the "
+        "frontline takes the history from it (not from `session_turns`) and writes the "
+        "request's end into the session from it without reading it first.",
+    )
     record: RecordStamp | None = Field(
         default=None, description="The request's record when sent (None: the frontline reads it)."
     )
@@ -89,16 +98,10 @@ class RequestRouted(RequestOptions):
     record: RecordStamp | None = Field(
         default=None, description="The gateway's stamp, passed on (None: the orchestrator reads)."
     )
-
-
-class TaskBudget(Model):
-    """What the request may still spend when this attempt starts (its limits less its usage so
-    far); a worker that calls a model in a loop checks it before each call."""
-
-    tokens: int = Field(ge=0, description="Model tokens (in + out) the attempt may still use.")
-    calls: int = Field(ge=0, description="Model calls the attempt may still make.")
-    tool_calls: int | None = Field(
-        default=None, ge=0, description="Tool calls the attempt may still make (None: no limit)."
+    session: SessionStamp | None = Field(
+        default=None,
+        description="The session as the gateway sent it on, passed on: the orchestrator writes "
+        "the request's end into the session from it (None, or moved since: it reads it).",
     )
 
 
@@ -242,19 +245,6 @@ class StreamChunk(Event):
     text: str = Field(description="The text of the chunk.")
 
 
-ProgressStage = Literal[
-    "accepted",
-    "direct",
-    "routed",
-    "decided",
-    "attempt_started",
-    "attempt_finished",
-    "evaluated",
-    "retrying",
-    "worker_step",
-]
-
-
 class Progress(Event):
     """A step of the request's way, for clients in events mode (core NATS)."""
 
@@ -301,20 +291,6 @@ class RequestCompleted(Event):
         "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
     )
     trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
-
-
-FailureCode = Literal[
-    "llm_not_configured",
-    "llm_unavailable",
-    "llm_invalid_output",
-    "refused",
-    "worker_failed",
-    "unknown_worker",
-    "delivery_exhausted",
-    "clarification_timeout",
-    "budget_exhausted",
-    "internal",
-]
 
 
 class RequestFailed(Event):

@@ -36,9 +36,17 @@ from pydantic import (
 )
 
 from contracts.approvals import Approval
-from contracts.base import IfBusy, Model, Source, ToolUse, Usage, WorkflowStatus
+from contracts.base import (
+    FailureCode,
+    IfBusy,
+    Model,
+    ProgressStage,
+    Source,
+    ToolUse,
+    Usage,
+    WorkflowStatus,
+)
 from contracts.decisions import Question, WorkerType
-from contracts.events import FailureCode, ProgressStage
 
 ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
 # Request ids become NATS subject tokens and KV keys, so they may hold neither "." nor ":".

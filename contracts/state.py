@@ -14,6 +14,7 @@ from pydantic import AwareDatetime, Field
 
 from contracts.approvals import Approval
 from contracts.base import Model, Turn, Usage, WorkflowStatus, utcnow
+from contracts.base import SessionRecord as SessionRecord  # kept here, where it was
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
 from contracts.events import Outcome, RequestFailed, RequestRouted, WorkerResult
 from contracts.frontend import ContextItem, FrontendTool, LoopMessage, ToolCall
@@ -113,40 +114,6 @@ class LoopState(Model):
     @property
     def current(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
-
-
-class SessionRecord(Model):
-    """A session (key: hash of the scoped session id) in the `sessions` bucket."""
-
-    turns: list[Turn] = Field(default_factory=list, description="Turns, newest last.")
-    parked: str | None = Field(
-        default=None, description="A request awaiting this session's clarification answers."
-    )
-    undelivered: list[str] = Field(
-        default_factory=list,
-        description="Requests that ended (or asked) while no client of the session saw it.",
-    )
-    active: str | None = Field(
-        default=None,
-        description="The session's request being answered now (or waiting for its answers); "
-        "the session's other requests wait in `queued` until it ends.",
-    )
-    active_since: AwareDatetime | None = Field(
-        default=None, description="When `active` took the session."
-    )
-    queued: list[str] = Field(
-        default_factory=list, description="Requests waiting their turn, oldest first."
-    )
-    handoff: str | None = Field(
-        default=None,
-        description="The request whose end gave the session to `active` (so a re-run of that "
-        "end starts `active` again, and nothing else does).",
-    )
-    parked_aside: bool = Field(
-        default=False,
-        description="A request that parks (waits for the user) steps out of the lane, so the "
-        "session's next request runs meanwhile (A2A: several tasks per context).",
-    )
 
 
 class RequestRecord(Model):

@@ -27,7 +27,7 @@ from contracts import (
     Turn,
     Usage,
 )
-from contracts.events import ProgressStage
+from contracts.base import ProgressStage
 from services.frontline import prompts
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.base.metrics import CANCELLATIONS
@@ -74,8 +74,12 @@ class Frontline:
             return
         turns = self.bus.settings.history_turns
         session: Versioned[SessionRecord] | None = None
+        if req.session is not None:  # as the gateway wrote it: the end's write starts there
+            session = Versioned(req.session.record, req.session.revision)
         if req.history:  # the client sent the conversation itself
             history = req.history[-2 * turns :] if turns > 0 else []
+        elif session is not None:
+            history = recent(session.value, turns)
         elif req.session_turns is not None:  # the session's, as the gateway sent it on
             history = req.session_turns[-2 * turns :] if turns > 0 else []
         else:

@@ -40,6 +40,7 @@ from services.runtime.base.metrics import CANCELLATIONS
 from services.runtime.base.telemetry import current_ids
 from services.runtime.budgets import Budget, OverBudget
 from services.runtime.bus.core import Bus, redelivered
+from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient
 from services.runtime.requests import cancels, lanes
 from services.runtime.requests.failures import failure_code
@@ -80,6 +81,9 @@ class Orchestrator:
         if tracked is None or tracked.value.ended:
             return  # unknown, or ended already (cancelled early, or a redelivery)
         self.store.moved(tracked)
+        if req.session is not None and not redelivered():
+            stamp = req.session
+            self.store.sessions.put(req.request_id, Versioned(stamp.record, stamp.revision))
         start = self._start(req)
         state = self.store.loop_of(tracked.value) or self.store.secret_for(start)
         try:
@@ -90,7 +94,9 @@ class Orchestrator:
                     req.request_id, req.message, principal=req.principal, skip=skip
                 )
                 if hit is not None:
-                    await finish(self.bus, hit.answer(req), known=tracked, via=VIA)
+                    session = self.store.sessions.get(req.request_id)
+                    self.store.sessions.pop(req.request_id)
+                    await finish(self.bus, hit.answer(req), known=tracked, session=session, via=VIA)
                     return
                 state, tracked = await self._decide(req, start, tracked)
         except IllegalMove as exc:

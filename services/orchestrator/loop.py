@@ -54,6 +54,9 @@ __all__ = [
 
 
 def start(request: RequestRouted, max_attempts: int) -> LoopState:
+    # The session the request came with is no part of the loop (kept apart: store.py).
+    if request.session is not None:
+        request = request.model_copy(update={"session": None})
     return LoopState(request=request, max_attempts=max_attempts)
 
 

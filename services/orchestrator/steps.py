@@ -167,7 +167,11 @@ class Steps:
             if isinstance(event, RequestCompleted):
                 event = event.model_copy(update={"cost_usd": self.budget.cost(shown_usage(state))})
         # The end and the loop's last state, in one write.
-        await finish(self.bus, event, known=tracked, via=VIA, changes={"loop": state})
+        session = self.store.sessions.get(event.request_id)
+        self.store.sessions.pop(event.request_id)  # written now: a later write reads it
+        await finish(
+            self.bus, event, known=tracked, session=session, via=VIA, changes={"loop": state}
+        )
         self.store.records.pop(event.request_id)
 
     async def progress(

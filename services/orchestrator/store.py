@@ -10,7 +10,8 @@ is read again. A step that would write nothing on the copy (an event that change
 duplicate), and a step that ends the request (its end is written later, by `finish`, once the
 spend is counted), are decided on a fresh read (services/runtime/bus/kvstore.py): the copy may
 be behind a step another replica took. The copies are bounded (`LIMIT` requests) and dropped
-when a request ends.
+when a request ends. So are the copies of the requests' sessions as `request.routed` brought
+them (`sessions`): the session's write at a request's end starts from one.
 
 The loop's `secret` (the root of its dispatch tokens and dedupe keys, authentic.py) is never
 stored: it is derived from this role's own login secret each time a record is read.
@@ -25,18 +26,20 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from contracts import RequestRecord, RequestState
+from contracts import RequestRecord, RequestState, SessionRecord
 from services.orchestrator import loop
 from services.orchestrator.projection import record_move
 from services.orchestrator.state import LoopState
 from services.runtime.base.telemetry import new_span_id
 from services.runtime.bus import sealing
 from services.runtime.bus.core import Bus
+from services.runtime.bus.kvstore import Versioned
 from services.runtime.requests.lifecycle import Planned, Tracked, records
 
 K = TypeVar("K")
 V = TypeVar("V")
 LIMIT = 10_000
+SESSIONS = 1_000  # sessions kept for requests in flight here (each up to 50 turns)
 # The states a request's record may pass through on its way to the orchestrator's first move,
 # in the same write: the frontline routed it (accepted -> routed -> working, or -> an end).
 VIA: tuple[RequestState, ...] = ("routed",)
@@ -69,6 +72,9 @@ class Store:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.records: Recent[str, Tracked] = Recent()
+        # By request: its session as the gateway sent it on (request.routed), the start of the
+        # session's write at the request's end (a write that finds it moved reads it again).
+        self.sessions: Recent[str, Versioned[SessionRecord]] = Recent(SESSIONS)
         self._role_secret: bytes | None = None
 
     def loop_of(self, record: RequestRecord) -> LoopState | None:

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from contracts.events import TaskBudget
+from contracts.base import TaskBudget
 from services.runtime.llm.calls import call_maximum
 from services.workers.research import ResearchWorker
 from services.workers.settings import WorkerSettings

@@ -4,9 +4,9 @@ reading it; a record that does not match its stamp is not rebuilt (it is read)."
 
 from __future__ import annotations
 
-from contracts import RequestRecord, RequestRouted, Turn
+from contracts import RequestRecord, RequestRouted, SessionRecord, Turn
 from services.runtime.bus.kvstore import Versioned
-from services.runtime.requests.lanes import record_from, request_of
+from services.runtime.requests.lanes import record_from, request_of, small
 
 
 def stored(**fields: object) -> Versioned[RequestRecord]:
@@ -51,3 +51,23 @@ def test_a_routed_request_rebuilds_it_unless_the_client_sent_its_own_turns() -> 
             reason="tools",
         )
         assert (record_from(routed) == record) is rebuilt
+
+
+def test_the_session_travels_as_written_unless_it_is_large() -> None:
+    session = SessionRecord(
+        turns=[Turn(role="user", content="hi", request_id="r0")], active="r1", queued=["r2"]
+    )
+    record = stored()
+    req = request_of(record, session=Versioned(session, 3))
+    assert req.session is not None and req.session_turns is None
+    assert (req.session.record, req.session.revision) == (session, 3)
+    # Routed, it goes on to the orchestrator, and rebuilds the record as before.
+    routed = RequestRouted(
+        **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
+        reason="tools",
+    )
+    assert routed.session == req.session and record_from(routed) == record
+    assert small(session)
+    assert not small(SessionRecord(turns=[Turn(role="assistant", content="x" * 70_000)]))
+    # A session not written yet (revision 0) has no stamp: the frontline reads it.
+    assert request_of(stored(), session=Versioned(SessionRecord(), 0)).session is None

@@ -153,6 +153,7 @@ def values(tmp: Path, model: str, otlp: str, port: int) -> dict[str, str]:
         "SIDEKICK_BUDGET_STEP_TOKENS": "2000",
         "SIDEKICK_BUDGET_LEASE_SECONDS": "20",
         "SIDEKICK_BUDGET_FLUSH_SECONDS": "1.5",
+        "SIDEKICK_BUDGET_IDLE_SECONDS": "0.4",
         "SIDEKICK_BUDGET_ADMISSION_SECONDS": "0.5",
         "SIDEKICK_PRICES": "fake-worker=0.1:0.2",
         "SIDEKICK_GATEWAY_HOST": "127.0.0.1",

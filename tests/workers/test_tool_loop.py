@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from contracts import WorkerTask
-from contracts.events import TaskBudget
+from contracts.base import TaskBudget
 from services.runtime.base.settings import Settings
 from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.bus.core import Bus

@@ -296,13 +296,12 @@ class Intake:
                 taken(accepted)
             await self.index.remember(principal, request_id)
             if place.position == 0:
-                # With the session's recent turns: the frontline need not read them.
-                turns = lanes.turns_of(self.bus, place.session.value)
-                await lanes.publish(self.bus, created, turns)
+                # With the session as written: the frontline need not read it.
+                await lanes.publish(self.bus, created, session=place.session)
             else:
                 await self._queued(request_id, session_id, place)
             if place.start is not None:  # the request before was stale: its successor is due
-                await lanes.start(self.bus, place.start, place.session.value)
+                await lanes.start(self.bus, place.start, place.session)
         except Conflict:
             raise
         except Exception as exc:
@@ -324,7 +323,7 @@ class Intake:
             await self._cancel(other, session_id, "interrupted by a newer message")
         now = await lanes.load(self.bus, session_id)
         if now.value.active == request_id:
-            await lanes.start(self.bus, request_id, now.value)
+            await lanes.start(self.bus, request_id, now)
 
     async def _answer(
         self,

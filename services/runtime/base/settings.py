@@ -230,6 +230,11 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds between a leasing process's batched counts of a day.",
     )
+    budget_idle_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        description="Seconds without a step after which a process returns an unused lease.",
+    )
     budget_admission_seconds: float = Field(
         default=1.0,
         ge=0,

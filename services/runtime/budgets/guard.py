@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 
 from contracts import Usage, WorkerResult, WorkerTask
-from contracts.events import TaskBudget
+from contracts.base import TaskBudget
 from services.runtime.base.errors import BudgetSpent
 from services.runtime.base.settings import Settings
 from services.runtime.budgets.limits import request_limit

@@ -14,7 +14,8 @@ that another process or a redelivery counted first is not counted again), shrink
 what its holds spent, renews it for SIDEKICK_BUDGET_LEASE_SECONDS, grows it when a step did not
 fit (the recent rate over `HORIZON` seconds, at least `SLICE_STEPS` steps, never more than a
 fair share: half of what is left, split among the leases there), shrinks it to what is in use
-near the limit (less left than `FEW_SLICES` slices) or when idle, and, as the process stops,
+near the limit (less left than `FEW_SLICES` slices) or when idle (no step for
+SIDEKICK_BUDGET_IDLE_SECONDS), and, as the process stops,
 returns it, the holds it still has left as per-step holds. A day's account writes every
 SIDEKICK_BUDGET_FLUSH_SECONDS, a session's when its lease is returned or renewed; a count that
 cannot be written is kept and written again until it lands. A lease whose process died lapses
@@ -48,7 +49,6 @@ HOT_WINDOW = 10.0  # seconds
 SLICE_STEPS = 8  # a lease is at least this many holds of the step that asks for it
 FEW_SLICES = 4  # less left than this many slices: per-step holds (near the limit)
 HORIZON = 2.0  # seconds of the recent rate a lease is sized for (two flush intervals at least)
-IDLE = 0.5  # seconds without a step after which a lease with nothing in use is returned
 COLD = 1.0  # seconds a key found near its limit is held per step before a lease is tried again
 MAX_RECENT = 10_000  # principals remembered for their rate before the idle ones are dropped
 GUESSES = 8  # the writes remembered per kind of guess (ledger.Ledger.guess)
@@ -302,7 +302,7 @@ class Account:
         near = room_t < FEW_SLICES * SLICE_STEPS * unit.tokens or (
             unit.usd > 0 and room_u < FEW_SLICES * SLICE_STEPS * unit.usd
         )
-        idle = not live and now - self.last_active >= IDLE
+        idle = not live and now - self.last_active >= self.ledger.settings.budget_idle_seconds
         shrink = False
         if final:
             size, shrink = (0, 0.0), True

@@ -32,7 +32,6 @@ from services.runtime.budgets.leases import (
     GUESSES,
     HOT_STEPS,
     HOT_WINDOW,
-    IDLE,
     LEASE,
     MAX_RECENT,
     Account,
@@ -130,7 +129,7 @@ class Ledger:
         if account.leased:
             due.append(account.until - settings.budget_lease_seconds / 2)
             if not any(h.until > now for h in account.holds.values()):
-                due.append(account.last_active + IDLE)
+                due.append(account.last_active + settings.budget_idle_seconds)
         return min(due) if due else None
 
     async def _writer(self, account: Account) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from contracts import Usage
-from contracts.events import TaskBudget
+from contracts.base import TaskBudget
 from services.runtime.base.settings import Settings
 from services.runtime.budgets.accounts import Day
 from services.runtime.budgets.prices import Table, cost

@@ -47,7 +47,7 @@ from typing import Literal, Protocol
 from nats.js.kv import KeyValue
 
 from contracts import Usage
-from contracts.events import TaskBudget
+from contracts.base import TaskBudget
 from services.runtime.base.errors import SidekickError
 from services.runtime.base.settings import Settings
 from services.runtime.budgets.accounts import holder_of

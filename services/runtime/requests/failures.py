@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.events import FailureCode
+from contracts.base import FailureCode
 from services.runtime.base.errors import LLMInvalidOutput, LLMNotConfigured
 
 

@@ -39,7 +39,7 @@ from typing import get_args
 from opentelemetry import context, trace
 
 from contracts import ChatRequested, RequestRecord, RequestRouted, SessionRecord, Turn, utcnow
-from contracts.base import IfBusy, RecordStamp
+from contracts.base import IfBusy, RecordStamp, SessionStamp
 from services.runtime.base.errors import SidekickError
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
@@ -49,6 +49,9 @@ from services.runtime.requests.lifecycle import PARKED, STATUS, IllegalMove, Tra
 IF_BUSY: tuple[IfBusy, ...] = get_args(IfBusy)
 STALE = timedelta(seconds=60)
 ATTEMPTS = 20
+# The most characters of turns a session may hold to travel with its request as a whole (a
+# larger one goes as its recent turns, and the end's write reads it first).
+STAMP_CHARS = 64_000
 
 tracer = trace.get_tracer("sidekick.lanes")
 
@@ -168,9 +171,13 @@ async def _stale(bus: Bus, lane: SessionRecord, now: datetime, *, aside: bool) -
     return tracked.value.ended or (aside and tracked.value.state in PARKED)
 
 
-def request_of(tracked: Tracked, session_turns: list[Turn] | None = None) -> ChatRequested:
+def request_of(
+    tracked: Tracked, session_turns: list[Turn] | None = None, session: Session | None = None
+) -> ChatRequested:
     """The request's `chat.requested`, from its record (and the revision it has: its stamp,
-    so the frontline need not read it), with the session's recent turns when given."""
+    so the frontline need not read it), with the session's record and revision when given
+    (`session`: the frontline neither reads the session for its history nor before its end's
+    write), else with its recent turns when given."""
     record = tracked.value
     stamp = RecordStamp(
         revision=tracked.revision,
@@ -179,6 +186,9 @@ def request_of(tracked: Tracked, session_turns: list[Turn] | None = None) -> Cha
         trace_id=record.trace_id,
         digest=digest(record),
     )
+    held = None
+    if session is not None and session.revision > 0:
+        held, session_turns = SessionStamp(revision=session.revision, record=session.value), None
     return ChatRequested(
         request_id=record.request_id,
         session_id=record.session_id,
@@ -191,10 +201,16 @@ def request_of(tracked: Tracked, session_turns: list[Turn] | None = None) -> Cha
         preferences=record.preferences,
         history=record.history,
         session_turns=session_turns,
+        session=held,
         record=stamp,
         frontend_tools=record.frontend_tools,
         context=record.context,
     )
+
+
+def small(session: SessionRecord) -> bool:
+    """Whether a session's record is small enough to travel with its request (`SessionStamp`)."""
+    return sum(len(turn.content) for turn in session.turns) <= STAMP_CHARS
 
 
 def digest(record: RequestRecord) -> str:
@@ -233,26 +249,30 @@ def record_from(req: ChatRequested | RequestRouted) -> Tracked | None:
     return Versioned(record, stamp.revision)
 
 
-async def publish(bus: Bus, tracked: Tracked, session_turns: list[Turn] | None = None) -> None:
+async def publish(
+    bus: Bus,
+    tracked: Tracked,
+    session_turns: list[Turn] | None = None,
+    session: Session | None = None,
+) -> None:
     """Send an accepted request on its way (deduplicated: safe to repeat), with the session's
-    recent turns when the caller has them (`turns_of`)."""
+    record as just written when the caller has it (`session`), else its recent turns when the
+    caller has them."""
+    if session is not None and not small(session.value):
+        # Sent on as its recent turns only: the whole record would make a large message.
+        turns = bus.settings.history_turns
+        session_turns, session = (session.value.turns[-2 * turns :] if turns > 0 else []), None
     await bus.publish(
-        request_of(tracked, session_turns),
+        request_of(tracked, session_turns, session),
         bus.subjects.chat_requested,
         dedupe_key=msg_id(tracked.value.request_id, "requested"),
     )
 
 
-def turns_of(bus: Bus, session: SessionRecord) -> list[Turn]:
-    """The session's recent turns, as many as the agents see."""
-    turns = bus.settings.history_turns
-    return session.turns[-2 * turns :] if turns > 0 else []
-
-
-async def start(bus: Bus, request_id: str, session: SessionRecord | None = None) -> None:
+async def start(bus: Bus, request_id: str, session: Session | None = None) -> None:
     """Its turn: move a queued request to accepted and publish it. Whoever finds it due may call
     this (the end before it, a re-run of that end, the gateway that queued it), with the
-    session's record when it has it current (its recent turns go along); a request that has no
+    session's record and revision when it has them current (they go along); a request that has no
     record yet is started by the gateway that is writing it, and one already on its way is
     published again only under the same dedupe key."""
     tracked: Tracked | None = await records(bus).load(request_id)
@@ -272,4 +292,4 @@ async def start(bus: Bus, request_id: str, session: SessionRecord | None = None)
                 )
             except IllegalMove:
                 return  # cancelled while it waited
-        await publish(bus, tracked, turns_of(bus, session) if session is not None else None)
+        await publish(bus, tracked, session=session)

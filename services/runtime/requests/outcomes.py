@@ -26,7 +26,7 @@ from services.runtime.bus.core import Bus, msg_id, redelivered
 from services.runtime.bus.kvstore import Versioned
 from services.runtime.requests import lanes
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
-from services.runtime.requests.sessions import after_outcome, update_session
+from services.runtime.requests.sessions import after_outcome, write_session
 
 
 async def record_step(bus: Bus, request_id: str, status: WorkflowStatus, detail: str) -> None:
@@ -93,7 +93,7 @@ async def finish(
     if not isinstance(event, ClarificationRequested) and event.trace_id is None:
         event = event.model_copy(update={"trace_id": current_trace_id()})
     due: str | None = None
-    session_now: SessionRecord | None = None
+    session_now: Versioned[SessionRecord] | None = None
     pushed = False  # a client is notified of it (the record's `push`, as this write found it)
     try:
         ended, moved = await records(bus).settle(event, known=known, via=via, **(changes or {}))
@@ -114,14 +114,14 @@ async def finish(
             return winner
         # Before the outcome is published: a gateway that shows it marks it seen in the
         # session right after.
-        now = await update_session(
+        now = await write_session(
             bus,
             winner.session_id,
             lambda rec: after_outcome(rec, winner, record.text),
             known=session,
         )
-        if now is not None and now.active and now.handoff == winner.request_id:
-            due, session_now = now.active, now  # this end gave the session to the next one
+        if now is not None and now.value.active and now.value.handoff == winner.request_id:
+            due, session_now = now.value.active, now  # this end gave the session to the next
         if moved and not isinstance(event, ClarificationRequested):
             outcome, route = _labels(event)
             REQUESTS.labels(outcome, route).inc()

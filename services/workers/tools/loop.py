@@ -29,7 +29,7 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from contracts import Usage
 from contracts.approvals import ApprovalAsk
-from contracts.events import TaskBudget
+from contracts.base import TaskBudget
 from contracts.frontend import FrontendStop, ToolCall
 from services.runtime.base.errors import BudgetSpent
 from services.runtime.budgets.asks import prompt_estimate
