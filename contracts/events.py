@@ -20,6 +20,29 @@ from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, RecordStamp, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, Verdict, WorkerType
 
+REPLAY_STEP_PATTERN = r"^(decision|attempt:[1-9][0-9]?|evaluation:[1-9][0-9]?)$"
+REPLAY_ROLES = ("orchestrator", "worker", "evaluator")
+
+
+class Replay(Model):
+    """What makes a request a replay of a recorded one: it takes the original's recorded inputs
+    up to `from_step` (its route; its decision; its attempts before the one replayed) and runs
+    live from there. A replay performs no consequential action: every worker that sees it (on
+    its task, `WorkerTask.replay_of`, or in the request id's `replay-` prefix) shows what it
+    would have done instead (docs/inspect.md)."""
+
+    of: str = Field(description="The recorded request replayed.")
+    from_step: str = Field(
+        pattern=REPLAY_STEP_PATTERN,
+        description="Where the live part starts: 'decision', 'attempt:N' or 'evaluation:N'.",
+    )
+    reason: str = Field(default="", description="The original's route reason (recorded).")
+    models: dict[str, str] = Field(
+        default_factory=dict,
+        description="A model per role for the live part (orchestrator, worker, evaluator); a "
+        "role not named uses its configured model.",
+    )
+
 
 class RequestOptions(Event):
     """Fields a user request carries from the gateway all the way to the orchestrator."""
@@ -40,6 +63,11 @@ class RequestOptions(Event):
     preferences: dict[str, str] = Field(
         default_factory=dict,
         description="The principal's standing preferences, for the planner (workflows).",
+    )
+    replay: Replay | None = Field(
+        default=None,
+        description="Set when the request replays a recorded one (never routed by a model: the "
+        "recorded route stands).",
     )
 
 
@@ -128,6 +156,26 @@ class WorkerTask(Event):
         description="An approval decided for this request's action: the worker runs only the "
         "arguments whose digest it holds, or reports the decline.",
     )
+    replay_of: str | None = Field(
+        default=None,
+        description="Set on a replay's task (the recorded request it replays): the worker "
+        "performs no consequential action (email, notify, python_run, asked-about tools, new "
+        "browser hosts) and says what it would have done; reads run.",
+    )
+    model: str | None = Field(
+        default=None, description="The model to use instead of the worker's own (a replay's)."
+    )
+
+
+class ToolUse(Model):
+    """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
+
+    call_id: str = Field(description="The model's id of the call.")
+    name: str = Field(description="The tool.")
+    arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
+    result: str = Field(description="What it returned (at most 2,000 characters).")
+    ok: bool = Field(description="False when the tool reported an error.")
+    attempt: int = Field(ge=1, description="The attempt that made the call.")
 
 
 class WorkerResult(Event):
@@ -163,6 +211,11 @@ class WorkerResult(Event):
         "request ends partial with its best answer (this output, when `success`) and a note "
         "naming it.",
     )
+    tool_calls: list[ToolUse] = Field(
+        default_factory=list,
+        description="The tool calls the worker made, in order (TOOLS), kept for the request's "
+        "timeline.",
+    )
 
 
 class EvaluationRequested(Event):
@@ -191,6 +244,9 @@ class EvaluationRequested(Event):
         description="What the request may still spend on this evaluation (its limits less its "
         "usage, no more tokens than the step was granted); checked before each of its model "
         "calls, a repair's too. None: unchecked.",
+    )
+    model: str | None = Field(
+        default=None, description="The model to use instead of the evaluator's own (a replay's)."
     )
 
 
@@ -235,17 +291,6 @@ ProgressStage = Literal[
     "retrying",
     "worker_step",
 ]
-
-
-class ToolUse(Model):
-    """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
-
-    call_id: str = Field(description="The model's id of the call.")
-    name: str = Field(description="The tool.")
-    arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
-    result: str = Field(description="What it returned (at most 2,000 characters).")
-    ok: bool = Field(description="False when the tool reported an error.")
-    attempt: int = Field(ge=1, description="The attempt that made the call.")
 
 
 class Progress(Event):

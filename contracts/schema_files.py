@@ -20,6 +20,7 @@ from contracts import (
     http,
     research,
     state,
+    timeline,
 )
 from contracts import openai as oai
 
@@ -94,6 +95,10 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "A2ATask": a2a.Task,
     "A2AStreamResponse": a2a.StreamResponse,
     "A2AListTasksResponse": a2a.ListTasksResponse,
+    # A request's timeline and its replay (services/gateway/requests/).
+    "Timeline": timeline.Timeline,
+    "ReplayAsk": timeline.ReplayAsk,
+    "ReplayStarted": timeline.ReplayStarted,
 }
 
 

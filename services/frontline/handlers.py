@@ -82,6 +82,9 @@ class Frontline:
         if req.planned:  # a workflow is planned by the research pipeline, never answered here
             await self._route(req, history, PLANNED)
             return
+        if req.replay is not None:  # a replay: the recorded route stands, no model asked
+            await self._route(req, history, f"replay of {req.replay.of}: {req.replay.reason}")
+            return
         reply = ChoiceResult()
         answer = _Answer(self, req)
 

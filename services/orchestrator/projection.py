@@ -154,6 +154,8 @@ def next_messages(state: LoopState) -> list[Message]:
             answers=state.answers,
             dispatch_token=authentic.token(state, "task", cur.n),
             approval_id=cur.approval_id,
+            replay_of=req.replay.of if req.replay else None,
+            model=replay_model(state, "worker"),
         )
         return [Dispatch(task)]
     if state.status == "evaluating":
@@ -163,9 +165,16 @@ def next_messages(state: LoopState) -> list[Message]:
             output=cur.result.output,
             sources=cur.result.sources,
             dispatch_token=authentic.token(state, "evaluate", cur.n),
+            model=replay_model(state, "evaluator"),
         )
         return [Evaluate(judge)]
     return []
+
+
+def replay_model(state: LoopState, role: str) -> str | None:
+    """The model a replay asked for `role` (None: the role's own)."""
+    replay = state.request.replay
+    return replay.models.get(role) if replay is not None else None
 
 
 def _attempt(state: LoopState, cur: Attempt) -> dict[str, Any]:

@@ -277,6 +277,7 @@ class Intake:
             planned=new.planned,
             preferences=new.preferences,
             history=new.history,
+            replay=new.replay,
             state="accepted" if place.position == 0 else "queued",
             status="started",
             trace_id=current_trace_id(),

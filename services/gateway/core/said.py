@@ -19,9 +19,10 @@ from typing import Literal
 
 from contracts import RequestRecord, Turn
 from contracts.base import IfBusy
+from contracts.events import Replay
 from services.gateway.core.errors import GatewayError
 
-Surface = Literal["ws", "workflows", "openai", "a2a", "agui"]
+Surface = Literal["ws", "workflows", "openai", "a2a", "agui", "requests"]
 # What words do when the session has a request parked on the user: answer it, leave it and
 # refuse (`Waiting`: A2A answers a task only by its id), or start a new request all the same.
 OnParked = Literal["answer", "refuse", "new"]
@@ -51,6 +52,7 @@ class Submission:
     if_busy: IfBusy = "enqueue"
     history: list[Turn] = field(default_factory=list)
     on_parked: OnParked = "answer"
+    replay: Replay | None = None  # a replay of a recorded request (services/gateway/requests/)
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,7 @@ def request_of(tracked: Tracked, session_turns: list[Turn] | None = None) -> Cha
         history=record.history,
         session_turns=session_turns,
         record=stamp,
+        replay=record.replay,
     )
 
 
@@ -210,6 +211,7 @@ def record_from(req: ChatRequested | RequestRouted) -> Tracked | None:
         planned=req.planned,
         preferences=req.preferences,
         history=history,
+        replay=req.replay,
         state="accepted",
         status=STATUS["accepted"],
         trace_id=stamp.trace_id,
