@@ -7,8 +7,7 @@ WorkerTask (retry) | RequestCompleted | RequestFailed. Progress events narrate t
 
 The orchestrator's decision is no event of its own: it is kept in the request's loop state (in
 the request's record, `RequestRecord.loop`: contracts/state.py) and told to clients and traces
-by the `decided` Progress event (worker kind and task).
-"""
+by the `decided` Progress event (worker kind and task). A replay's mark: contracts/replay.py."""
 
 from __future__ import annotations
 
@@ -19,29 +18,9 @@ from pydantic import Field, TypeAdapter
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import Event, Model, RecordStamp, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, Verdict, WorkerType
-
-REPLAY_STEP_PATTERN = r"^(decision|attempt:[1-9][0-9]?|evaluation:[1-9][0-9]?)$"
-REPLAY_ROLES = ("orchestrator", "worker", "evaluator")
-
-
-class Replay(Model):
-    """What makes a request a replay of a recorded one: it takes the original's recorded inputs
-    up to `from_step` (its route; its decision; its attempts before the one replayed) and runs
-    live from there. A replay performs no consequential action: every worker that sees it (on
-    its task, `WorkerTask.replay_of`, or in the request id's `replay-` prefix) shows what it
-    would have done instead (docs/inspect.md)."""
-
-    of: str = Field(description="The recorded request replayed.")
-    from_step: str = Field(
-        pattern=REPLAY_STEP_PATTERN,
-        description="Where the live part starts: 'decision', 'attempt:N' or 'evaluation:N'.",
-    )
-    reason: str = Field(default="", description="The original's route reason (recorded).")
-    models: dict[str, str] = Field(
-        default_factory=dict,
-        description="A model per role for the live part (orchestrator, worker, evaluator); a "
-        "role not named uses its configured model.",
-    )
+from contracts.replay import Replay
+from contracts.work import TaskBudget as TaskBudget  # re-exported: its old home
+from contracts.work import ToolUse as ToolUse
 
 
 class RequestOptions(Event):
@@ -106,17 +85,6 @@ class RequestRouted(RequestOptions):
     )
 
 
-class TaskBudget(Model):
-    """What the request may still spend when this attempt starts (its limits less its usage so
-    far); a worker that calls a model in a loop checks it before each call."""
-
-    tokens: int = Field(ge=0, description="Model tokens (in + out) the attempt may still use.")
-    calls: int = Field(ge=0, description="Model calls the attempt may still make.")
-    tool_calls: int | None = Field(
-        default=None, ge=0, description="Tool calls the attempt may still make (None: no limit)."
-    )
-
-
 class WorkerTask(Event):
     """One attempt's work for one worker kind."""
 
@@ -165,17 +133,6 @@ class WorkerTask(Event):
     model: str | None = Field(
         default=None, description="The model to use instead of the worker's own (a replay's)."
     )
-
-
-class ToolUse(Model):
-    """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
-
-    call_id: str = Field(description="The model's id of the call.")
-    name: str = Field(description="The tool.")
-    arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
-    result: str = Field(description="What it returned (at most 2,000 characters).")
-    ok: bool = Field(description="False when the tool reported an error.")
-    attempt: int = Field(ge=1, description="The attempt that made the call.")
 
 
 class WorkerResult(Event):

@@ -15,7 +15,8 @@ from pydantic import AwareDatetime, Field
 from contracts.approvals import Approval
 from contracts.base import Model, Turn, Usage, WorkflowStatus, utcnow
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
-from contracts.events import Outcome, Replay, RequestFailed, RequestRouted, WorkerResult
+from contracts.events import Outcome, RequestFailed, RequestRouted, WorkerResult
+from contracts.replay import Replay
 
 TerminalState = Literal["completed", "partial", "failed", "cancelled"]
 """How a request's life ends (and the orchestrator's attempt loop with it)."""

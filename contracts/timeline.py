@@ -14,8 +14,9 @@ from pydantic import AwareDatetime, Field, StrictStr
 from contracts.approvals import Approval
 from contracts.base import Model, Source, Usage
 from contracts.decisions import Parameter, WorkerType
-from contracts.events import REPLAY_STEP_PATTERN, Replay, ToolUse
 from contracts.http import Body, HttpBody
+from contracts.replay import REPLAY_STEP_PATTERN, Replay
+from contracts.work import ToolUse
 
 Step = Literal[
     "accepted",

@@ -19,7 +19,7 @@ from typing import Literal
 
 from contracts import RequestRecord, Turn
 from contracts.base import IfBusy
-from contracts.events import Replay
+from contracts.replay import Replay
 from services.gateway.core.errors import GatewayError
 
 Surface = Literal["ws", "workflows", "openai", "a2a", "agui", "requests"]

@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from contracts import RequestRecord
-from contracts.events import REPLAY_ROLES, Replay
+from contracts.replay import REPLAY_ROLES, Replay
 from contracts.timeline import ReplayAsk, ReplayStarted
 from services.gateway.core.auth import Auth
 from services.gateway.core.errors import Conflict, Invalid, NotFound
