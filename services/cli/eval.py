@@ -29,6 +29,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=None, help="a running gateway's WebSocket, e.g. ws://host/ws")
     p.add_argument("--token", default=None, help="bearer token (default $SIDEKICK_TOKEN)")
     p.add_argument("--cases", type=Path, default=DATASET, help="JSONL cases (default: built in)")
+    p.add_argument(
+        "--from-requests",
+        nargs="+",
+        default=None,
+        metavar="ID",
+        help="run these recorded requests (their message and criteria) as the cases; needs --url",
+    )
+    p.add_argument(
+        "--save-cases",
+        type=Path,
+        default=None,
+        help="with --from-requests: append the cases made to this JSONL file (a regression set)",
+    )
     p.add_argument("--limit", type=int, default=None, help="only the first N cases")
     p.add_argument("--kinds", default=None, help=f"only these kinds ({','.join(KINDS)})")
     p.add_argument("--concurrency", type=int, default=4, help="cases at once (default 4)")
@@ -74,7 +87,18 @@ def run_eval(args: argparse.Namespace) -> int:
     console = Console()
     err = Console(stderr=True)
     try:
-        cases = load_cases(args.cases)
+        if args.from_requests:
+            from services.cli.inspecting import GatewayRefused
+            from services.evals.recorded import cases_from_requests, save_cases
+
+            try:
+                cases = cases_from_requests(args.url, args.token, args.from_requests)
+            except GatewayRefused as exc:
+                raise CasesError(str(exc)) from exc
+            if args.save_cases is not None:
+                save_cases(args.save_cases, cases)
+        else:
+            cases = load_cases(args.cases)
         prices = load_prices(args.prices)
         old = load_report(args.compare) if args.compare else None
         modes = parse_modes(args.modes)

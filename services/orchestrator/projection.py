@@ -59,7 +59,11 @@ def record_move(state: LoopState) -> tuple[RequestState, dict[str, Any]] | None:
             "approvals": state.approvals,
         }
     if state.status == "evaluating":
-        return "evaluating", {"detail": f"judging attempt {cur.n}"}
+        return "evaluating", {
+            "worker_type": decision.worker_type,
+            "attempt": cur.n,
+            "detail": f"judging attempt {cur.n}",
+        }
     return None
 
 
