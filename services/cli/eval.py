@@ -88,13 +88,18 @@ def run_eval(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         if args.from_requests:
-            from services.cli.inspecting import GatewayRefused
+            from services.cli.inspecting import Gateway, GatewayRefused
             from services.evals.recorded import cases_from_requests, save_cases
 
+            if not args.url:
+                raise CasesError("--from-requests reads the requests from a gateway: give --url")
+            gateway = Gateway(args.url, args.token)
             try:
-                cases = cases_from_requests(args.url, args.token, args.from_requests)
+                cases = cases_from_requests(gateway.timeline, args.from_requests)
             except GatewayRefused as exc:
                 raise CasesError(str(exc)) from exc
+            finally:
+                gateway.close()
             if args.save_cases is not None:
                 save_cases(args.save_cases, cases)
         else:

@@ -6,10 +6,11 @@ request, run again, completes."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from contracts.timeline import Timeline
-from services.evals.cases import Case, CasesError, Checks, Kind
+from services.evals.cases import Case, Checks, Kind
 
 KIND_OF_WORKER: dict[str, Kind] = {
     "SEARCH": "search",
@@ -48,18 +49,10 @@ def case_of(timeline: Timeline) -> Case:
     )
 
 
-def cases_from_requests(url: str | None, token: str | None, request_ids: list[str]) -> list[Case]:
-    """The cases of `request_ids`, read from the gateway at `url` (CasesError: no --url)."""
-    from services.cli.inspecting import Gateway
-
-    if not url:
-        raise CasesError("--from-requests reads the recorded requests from a gateway: give --url")
-    gateway = Gateway(url, token)
-    try:
-        cases = [case_of(gateway.timeline(rid)) for rid in dict.fromkeys(request_ids)]
-    finally:
-        gateway.close()
-    return cases
+def cases_from_requests(read: Callable[[str], Timeline], request_ids: list[str]) -> list[Case]:
+    """The cases of `request_ids`, each request's timeline given by `read` (the gateway's, as
+    the caller: services/cli/inspecting.py)."""
+    return [case_of(read(rid)) for rid in dict.fromkeys(request_ids)]
 
 
 def save_cases(path: Path, cases: list[Case]) -> None:
