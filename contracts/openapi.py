@@ -99,6 +99,12 @@ OPERATIONS: tuple[Operation, ...] = (
         tag="approvals",
     ),
     read(
+        "/api/requests",
+        "The caller's requests that ended failed or partial (?failed_since=SECONDS&limit=N)",
+        timeline.RequestList,
+        tag="requests",
+    ),
+    read(
         "/api/requests/{request_id}/timeline",
         "A request's timeline, in order (the owner's, or any to an operator)",
         timeline.Timeline,

@@ -99,6 +99,7 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "Timeline": timeline.Timeline,
     "ReplayAsk": timeline.ReplayAsk,
     "ReplayStarted": timeline.ReplayStarted,
+    "RequestList": timeline.RequestList,
 }
 
 

@@ -125,3 +125,21 @@ class ReplayStarted(HttpBody):
     replay_of: str = Field(description="The recorded request it replays.")
     session: str = Field(description="The session it runs in (the client's uuid).")
     from_step: str = Field(description="Where its live part starts.")
+
+
+class RequestSummary(Model):
+    """One of the caller's requests, as a list shows it."""
+
+    request_id: str = Field(description="The request.")
+    state: str = Field(description="Where it is in its life.")
+    status: str = Field(description="The status word clients see.")
+    message: str = Field(description="What the user wrote (cut at 200 characters).")
+    created_at: AwareDatetime = Field(description="When it was accepted.")
+    error: str | None = Field(default=None, description="Why it failed, if it did.")
+
+
+class RequestList(HttpBody):
+    """`GET /api/requests?failed_since=SECONDS`: the caller's requests that ended failed or
+    partial in that window, newest first."""
+
+    requests: list[RequestSummary] = Field(description="The requests, newest first.")

@@ -37,10 +37,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run these recorded requests (their message and criteria) as the cases; needs --url",
     )
     p.add_argument(
+        "--failed-since",
+        default=None,
+        metavar="AGE",
+        help="run the caller's requests that failed (or ended partial) within AGE, e.g. 1d, "
+        "12h, as the cases; needs --url",
+    )
+    p.add_argument(
         "--save-cases",
         type=Path,
         default=None,
-        help="with --from-requests: append the cases made to this JSONL file (a regression set)",
+        help="with --from-requests/--failed-since: append the cases made to this JSONL file",
     )
     p.add_argument("--limit", type=int, default=None, help="only the first N cases")
     p.add_argument("--kinds", default=None, help=f"only these kinds ({','.join(KINDS)})")
@@ -87,15 +94,20 @@ def run_eval(args: argparse.Namespace) -> int:
     console = Console()
     err = Console(stderr=True)
     try:
-        if args.from_requests:
-            from services.cli.inspecting import Gateway, GatewayRefused
+        if args.from_requests or args.failed_since:
+            from services.cli.inspecting import Gateway, GatewayRefused, seconds_of
             from services.evals.recorded import cases_from_requests, save_cases
 
             if not args.url:
-                raise CasesError("--from-requests reads the requests from a gateway: give --url")
+                raise CasesError("recorded requests are read from a gateway: give --url")
             gateway = Gateway(args.url, args.token)
             try:
-                cases = cases_from_requests(gateway.timeline, args.from_requests)
+                ids = list(args.from_requests or [])
+                if args.failed_since:
+                    ids += gateway.failed(seconds_of(args.failed_since))
+                if not ids:
+                    raise CasesError(f"no request failed within {args.failed_since}")
+                cases = cases_from_requests(gateway.timeline, ids)
             except GatewayRefused as exc:
                 raise CasesError(str(exc)) from exc
             finally:

@@ -67,6 +67,20 @@ def _gateway_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def seconds_of(text: str) -> float:
+    """A duration such as `1d`, `12h`, `30m` or `90s` (a bare number: seconds)."""
+    units = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+    given = text.strip().lower()
+    unit = units.get(given[-1:])
+    try:
+        value = float(given[:-1] if unit is not None else given)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a duration such as 1d, 12h, 30m or 90s") from exc
+    if value <= 0:
+        raise ValueError(f"{text!r}: a duration above 0")
+    return value * (unit or 1.0)
+
+
 def base_url(url: str | None) -> str:
     """The gateway's HTTP address from `--url` (http(s), or the ws(s) address chat takes)."""
     given = url or f"http://127.0.0.1:{os.environ.get('SIDEKICK_GATEWAY_PORT', '8080')}"
@@ -91,6 +105,11 @@ class Gateway:
     def timeline(self, request_id: str) -> Timeline:
         data = self._call("GET", f"/api/requests/{request_id}/timeline")
         return Timeline.model_validate(data)
+
+    def failed(self, seconds: float) -> list[str]:
+        """The caller's requests that ended failed or partial in the last `seconds`."""
+        data = self._call("GET", f"/api/requests?failed_since={seconds:g}&limit=200")
+        return [str(r["request_id"]) for r in data.get("requests", [])]
 
     def replay(self, request_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", f"/api/requests/{request_id}/replay", body)

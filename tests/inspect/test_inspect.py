@@ -290,6 +290,28 @@ async def test_eval_runs_recorded_requests_as_cases(
     results = [r for r in report["results"] if r["case"] == case["id"]]
     assert [r["passed"] for r in results] == [True], report
 
+    # The same failure found by age: the caller's requests that failed or ended partial.
+    async with api(storied.http_url, "judy") as http:
+        listed = (await http.get("/api/requests", params={"failed_since": 3600})).json()
+    assert [r["request_id"] for r in listed["requests"]] == [request_id]
+    again = await asyncio.to_thread(
+        sidekick,
+        "eval",
+        "--failed-since",
+        "1h",
+        "--url",
+        ws,
+        "--modes",
+        "loop",
+        "--json",
+        str(tmp_path / "again.json"),
+        env=env,
+        timeout=180,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    rerun = json.loads((tmp_path / "again.json").read_text())
+    assert [r["case"] for r in rerun["results"]] == [case["id"]]
+
 
 async def test_inspect_and_replay_work_after_every_service_and_nats_restart(
     storied: System, own_nats: NatsServer, fake_llm: FakeOpenAI

@@ -1,5 +1,7 @@
 """A request's story, and replaying it (docs/inspect.md):
 
+    GET  /api/requests?failed_since=SECONDS     the caller's requests that ended failed or
+                                               partial since then, newest first (`limit`)
     GET  /api/requests/{request_id}/timeline   the request's timeline (contracts/timeline.py)
     POST /api/requests/{request_id}/replay     {from?, model?, role_models?, session?} -> 202,
                                                the replay's own request id
@@ -15,18 +17,27 @@ replays.py); the original's record is only read.
 
 from __future__ import annotations
 
+import asyncio
 import re
+from datetime import timedelta
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from contracts import RequestRecord
+from contracts import RequestRecord, utcnow
 from contracts.replay import REPLAY_ROLES, Replay
-from contracts.timeline import ReplayAsk, ReplayStarted
+from contracts.timeline import ReplayAsk, ReplayStarted, RequestList, RequestSummary
 from services.gateway.core.auth import Auth
 from services.gateway.core.errors import Conflict, Invalid, NotFound
-from services.gateway.core.http import REQUEST_ID, guarded, parse_body, path_id, respond
+from services.gateway.core.http import (
+    REQUEST_ID,
+    guarded,
+    parse_body,
+    path_id,
+    query_limit,
+    respond,
+)
 from services.gateway.core.intake import Intake, scoped, unscoped
 from services.gateway.core.said import Accepted, Refused, Submission, TooLong, Words
 from services.gateway.requests.timeline import build
@@ -34,6 +45,10 @@ from services.runtime.budgets.prices import cost, prices
 from services.runtime.bus.core import Bus
 from services.runtime.requests.replays import replay_id, replay_refusal
 
+DAY = 24 * 3600
+MOST = 200  # requests listed at once
+SCANNED = 500  # of the caller's newest requests, looked at for a list
+UNSUCCESSFUL = ("failed", "partial")
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+\-]{0,199}$")
 SESSION = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 KEPT_DAYS = 30  # the status bucket's retention (services/runtime/bus/topology.py)
@@ -48,6 +63,7 @@ class RequestsApi:
 
     def routes(self) -> list[Route]:
         return [
+            Route("/api/requests", guarded(self.auth, self.failed), methods=["GET"]),
             Route(
                 "/api/requests/{request_id}/timeline",
                 guarded(self.auth, self.timeline),
@@ -59,6 +75,37 @@ class RequestsApi:
                 methods=["POST"],
             ),
         ]
+
+    async def failed(self, request: Request, principal: str) -> Response:
+        limit = query_limit(request, default=50, most=MOST)
+        given = request.query_params.get("failed_since", str(KEPT_DAYS * DAY))
+        try:
+            since = float(given)
+        except ValueError as exc:
+            raise Invalid("failed_since is a number of seconds.") from exc
+        if since <= 0:
+            raise Invalid("failed_since is a number of seconds above 0.")
+        after = utcnow() - timedelta(seconds=min(since, KEPT_DAYS * DAY))
+        ids = await self.intake.recent(principal, SCANNED)
+        found = await asyncio.gather(*(self.intake.record(i) for i in ids))
+        shown = [
+            RequestSummary(
+                request_id=r.request_id,
+                state=r.state,
+                status=r.status,
+                message=r.text[:200],
+                created_at=r.created_at,
+                error=r.error,
+            )
+            for r in found
+            if r is not None
+            and r.principal == principal
+            and not r.hidden
+            and r.state in UNSUCCESSFUL
+            and r.created_at >= after
+        ]
+        shown.sort(key=lambda s: s.created_at, reverse=True)
+        return respond(RequestList(requests=shown[:limit]))
 
     async def timeline(self, request: Request, principal: str) -> Response:
         record = await self._readable(request, principal)
