@@ -160,6 +160,18 @@ def _orchestrated(record: RequestRecord, loop: LoopState, price: Price) -> list[
         out.append(
             TimelineEntry(step="clarification", title="asked, waiting", detail=question.question)
         )
+    if loop.approval is not None:  # asked, not decided yet
+        waiting = loop.approval
+        out.append(
+            TimelineEntry(
+                step="approval",
+                at=waiting.created_at,
+                title=f"approval of {waiting.action}: waiting for {', '.join(waiting.approvers)}",
+                detail=f"digest {waiting.digest}; asked because {waiting.reason}",
+                attempt=waiting.attempt,
+                approval=waiting,
+            )
+        )
     if loop.budget_note:
         out.append(
             TimelineEntry(step="budget", title="a budget stopped it", detail=loop.budget_note)
