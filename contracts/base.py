@@ -142,3 +142,23 @@ class RecordStamp(Model):
     updated_at: AwareDatetime = Field(description="The record's `updated_at`.")
     trace_id: str | None = Field(default=None, description="The record's `trace_id`.")
     digest: str = Field(description="SHA-256 of the record's JSON (hex, 32 digits).")
+
+
+class ToolUse(Model):
+    """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
+
+    call_id: str = Field(description="The model's id of the call.")
+    name: str = Field(description="The tool.")
+    arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
+    result: str = Field(description="What it returned (at most 2,000 characters).")
+    ok: bool = Field(description="False when the tool reported an error.")
+    attempt: int = Field(ge=1, description="The attempt that made the call.")
+
+
+class DeadLetter(Model):
+    """A message that could not be processed, kept in the dead-letter stream with its reason."""
+
+    source: str = Field(description="The service that gave up on it.")
+    reason: str = Field(description="Why: 'invalid: ...', 'exhausted: ...', 'max deliveries ...'.")
+    headers: dict[str, str] = Field(description="The message's headers.")
+    body: str | None = Field(default=None, description="The message's body, if it is text.")

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from contracts import events
+from contracts import base, events
 from contracts import subjects as names
 from contracts.email import OutboxEntry
 from contracts.health import Ping, Pong
@@ -202,7 +202,7 @@ CHANNELS: tuple[Channel, ...] = (
     ),
     Channel(
         names.DEADLETTER,
-        events.DeadLetter,
+        base.DeadLetter,
         "deadletter",
         ("frontline", "orchestrator", "evaluator", "workers"),
         (),

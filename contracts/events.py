@@ -7,7 +7,8 @@ WorkerTask (retry) | RequestCompleted | RequestFailed. Progress events narrate t
 
 The orchestrator's decision is no event of its own: it is kept in the request's loop state (in
 the request's record, `RequestRecord.loop`: contracts/state.py) and told to clients and traces
-by the `decided` Progress event (worker kind and task). A replay's mark: contracts/replay.py."""
+by the `decided` Progress event (worker kind and task).
+"""
 
 from __future__ import annotations
 
@@ -15,12 +16,21 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
+from contracts import frontend as fe
 from contracts.approvals import Approval, ApprovalAsk
-from contracts.base import Event, Model, RecordStamp, Source, Turn, Usage, WorkflowStatus
+from contracts.base import (
+    Event,
+    RecordStamp,
+    Source,
+    ToolUse,
+    Turn,
+    Usage,
+    WorkflowStatus,
+)
 from contracts.decisions import Question, Verdict, WorkerType
-from contracts.replay import Replay
+from contracts.frontend import ContextItem, FrontendStop, FrontendTool, LoopMessage, ToolCall
+from contracts.replay import Replay, model_field, replay_field, replay_of_field, tool_calls_field
 from contracts.work import TaskBudget as TaskBudget  # re-exported: its old home
-from contracts.work import ToolUse as ToolUse
 
 
 class RequestOptions(Event):
@@ -43,11 +53,9 @@ class RequestOptions(Event):
         default_factory=dict,
         description="The principal's standing preferences, for the planner (workflows).",
     )
-    replay: Replay | None = Field(
-        default=None,
-        description="Set when the request replays a recorded one (never routed by a model: the "
-        "recorded route stands).",
-    )
+    frontend_tools: list[FrontendTool] = fe.tools_field()
+    context: list[ContextItem] = fe.context_field()
+    replay: Replay | None = replay_field()
 
 
 class ChatRequested(RequestOptions):
@@ -124,15 +132,11 @@ class WorkerTask(Event):
         description="An approval decided for this request's action: the worker runs only the "
         "arguments whose digest it holds, or reports the decline.",
     )
-    replay_of: str | None = Field(
-        default=None,
-        description="Set on a replay's task (the recorded request it replays): the worker "
-        "performs no consequential action (email, notify, python_run, asked-about tools, new "
-        "browser hosts) and says what it would have done; reads run.",
-    )
-    model: str | None = Field(
-        default=None, description="The model to use instead of the worker's own (a replay's)."
-    )
+    frontend_tools: list[FrontendTool] = fe.tools_field()
+    context: list[ContextItem] = fe.context_field()
+    transcript: list[LoopMessage] = fe.transcript_field()
+    replay_of: str | None = replay_of_field()
+    model: str | None = model_field("worker")
 
 
 class WorkerResult(Event):
@@ -168,11 +172,8 @@ class WorkerResult(Event):
         "request ends partial with its best answer (this output, when `success`) and a note "
         "naming it.",
     )
-    tool_calls: list[ToolUse] = Field(
-        default_factory=list,
-        description="The tool calls the worker made, in order (TOOLS), kept for the request's "
-        "timeline.",
-    )
+    frontend: FrontendStop | None = fe.stop_field()
+    tool_calls: list[ToolUse] = tool_calls_field()
 
 
 class EvaluationRequested(Event):
@@ -202,9 +203,7 @@ class EvaluationRequested(Event):
         "usage, no more tokens than the step was granted); checked before each of its model "
         "calls, a repair's too. None: unchecked.",
     )
-    model: str | None = Field(
-        default=None, description="The model to use instead of the evaluator's own (a replay's)."
-    )
+    model: str | None = model_field("evaluator")
 
 
 class VerdictIssued(Event):
@@ -331,6 +330,7 @@ class ClarificationRequested(Event):
     approval: Approval | None = Field(
         default=None, description="Set when the request waits for approval of an action."
     )
+    tool_calls: list[ToolCall] = fe.calls_field()
 
 
 class ClarificationAnswered(Event):
@@ -343,6 +343,7 @@ class ClarificationAnswered(Event):
     approval_id: str | None = Field(
         default=None, description="The approval this answer decided (see the approvals bucket)."
     )
+    tool_results: list[fe.ToolResult] = fe.results_field()
 
 
 class CancelRequested(Event):
@@ -389,12 +390,3 @@ OUTCOMES = (RequestCompleted, RequestFailed, RequestCancelled, ClarificationRequ
 def parse_event(data: bytes | str) -> AnyEvent:
     """Parse any event from its JSON; raises pydantic.ValidationError on bad input."""
     return EVENT_ADAPTER.validate_json(data)
-
-
-class DeadLetter(Model):
-    """A message that could not be processed, kept in the dead-letter stream with its reason."""
-
-    source: str = Field(description="The service that gave up on it.")
-    reason: str = Field(description="Why: 'invalid: ...', 'exhausted: ...', 'max deliveries ...'.")
-    headers: dict[str, str] = Field(description="The message's headers.")
-    body: str | None = Field(default=None, description="The message's body, if it is text.")

@@ -36,9 +36,9 @@ from pydantic import (
 )
 
 from contracts.approvals import Approval
-from contracts.base import IfBusy, Model, Source, Usage, WorkflowStatus
+from contracts.base import IfBusy, Model, Source, ToolUse, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
-from contracts.events import FailureCode, ProgressStage, ToolUse
+from contracts.events import FailureCode, ProgressStage
 
 ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
 # Request ids become NATS subject tokens and KV keys, so they may hold neither "." nor ":".

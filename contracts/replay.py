@@ -4,6 +4,8 @@ treats one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from contracts.base import Model
@@ -29,4 +31,39 @@ class Replay(Model):
         default_factory=dict,
         description="A model per role for the live part (orchestrator, worker, evaluator); a "
         "role not named uses its configured model.",
+    )
+
+
+def replay_field() -> Any:
+    """`RequestOptions.replay`."""
+    return Field(
+        default=None,
+        description="Set when the request replays a recorded one (never routed by a model: the "
+        "recorded route stands).",
+    )
+
+
+def replay_of_field() -> Any:
+    """`WorkerTask.replay_of`."""
+    return Field(
+        default=None,
+        description="Set on a replay's task (the recorded request it replays): the worker "
+        "performs no consequential action (email, notify, python_run, asked-about tools, new "
+        "browser hosts) and says what it would have done; reads run.",
+    )
+
+
+def model_field(role: str) -> Any:
+    """A task's `model`: the one a replay asked `role` to use."""
+    return Field(
+        default=None, description=f"The model to use instead of the {role}'s own (a replay's)."
+    )
+
+
+def tool_calls_field() -> Any:
+    """`WorkerResult.tool_calls`."""
+    return Field(
+        default_factory=list,
+        description="The tool calls the worker made, in order (TOOLS), kept for the request's "
+        "timeline.",
     )

@@ -12,6 +12,7 @@ from pydantic import BaseModel, TypeAdapter
 from contracts import (
     a2a,
     approvals,
+    base,
     decisions,
     email,
     events,
@@ -44,7 +45,7 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "ClarificationAnswered": events.ClarificationAnswered,
     "CancelRequested": events.CancelRequested,
     "RequestCancelled": events.RequestCancelled,
-    "DeadLetter": events.DeadLetter,
+    "DeadLetter": base.DeadLetter,
     # Readiness over the bus, and the gateway's /readyz.
     "Ping": health.Ping,
     "Pong": health.Pong,

@@ -16,6 +16,7 @@ from contracts.approvals import Approval
 from contracts.base import Model, Turn, Usage, WorkflowStatus, utcnow
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
 from contracts.events import Outcome, RequestFailed, RequestRouted, WorkerResult
+from contracts.frontend import ContextItem, FrontendTool, LoopMessage, ToolCall
 from contracts.replay import Replay
 
 TerminalState = Literal["completed", "partial", "failed", "cancelled"]
@@ -96,6 +97,16 @@ class LoopState(Model):
     approvals: list[Approval] = Field(
         default_factory=list, description="Approvals decided so far, with their decisions."
     )
+    waiting_tools: list[ToolCall] = Field(
+        default_factory=list,
+        description="The client's tool calls it is parked on (AG-UI frontend tools).",
+    )
+    transcript: list[LoopMessage] = Field(
+        default_factory=list,
+        description="The TOOLS conversation carried to the next attempt: up to the client's "
+        "tool calls, and their results once they came.",
+    )
+    tool_rounds: int = Field(default=0, ge=0, description="Client tool rounds so far.")
     cancel_reason: str | None = Field(default=None, description="Why it was cancelled.")
     budget_note: str | None = Field(
         default=None, description="Set when a budget stopped it: which limit, and the spend."
@@ -170,6 +181,12 @@ class RequestRecord(Model):
     )
     history: list[Turn] = Field(
         default_factory=list, description="Earlier turns the client sent with the request."
+    )
+    frontend_tools: list[FrontendTool] = Field(
+        default_factory=list, description="Tools the client runs itself (AG-UI)."
+    )
+    context: list[ContextItem] = Field(
+        default_factory=list, description="Context the client app sent (AG-UI)."
     )
     hidden: bool = Field(
         default=False, description="Deleted by its owner: no longer listed nor found by the API."

@@ -12,11 +12,10 @@ from typing import Literal
 from pydantic import AwareDatetime, Field, StrictStr
 
 from contracts.approvals import Approval
-from contracts.base import Model, Source, Usage
+from contracts.base import Model, Source, ToolUse, Usage
 from contracts.decisions import Parameter, WorkerType
 from contracts.http import Body, HttpBody
 from contracts.replay import REPLAY_STEP_PATTERN, Replay
-from contracts.work import ToolUse
 
 Step = Literal[
     "accepted",

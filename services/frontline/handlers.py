@@ -36,7 +36,7 @@ from services.runtime.bus.core import Bus, msg_id, redelivered
 from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
-from services.runtime.llm.prompts import conversation
+from services.runtime.llm.prompts import context_block, conversation
 from services.runtime.requests import lanes
 from services.runtime.requests.cancels import Cancellations
 from services.runtime.requests.failures import failure_code
@@ -48,6 +48,7 @@ from services.runtime.requests.streaming import ChunkStream
 log = logging.getLogger("sidekick.frontline")
 
 PLANNED = "a workflow: the research pipeline plans it"
+FRONTEND = "the client brought tools of its own, which the TOOLS worker offers to the model"
 PART = "frontline"  # the frontline's call is held and counted apart from the orchestrator's
 Ended = Literal["answered", "cancelled"]
 
@@ -85,11 +86,16 @@ class Frontline:
         if req.replay is not None:  # a replay: the recorded route stands, no model asked
             await self._route(req, history, f"replay of {req.replay.of}: {req.replay.reason}")
             return
+        if req.frontend_tools:  # only the TOOLS worker's model can call the client's tools
+            await self._route(req, history, FRONTEND)
+            return
         reply = ChoiceResult()
         answer = _Answer(self, req)
 
+        said = req.message + context_block(req.context)  # the app's context: data, delimited
+
         def build(how: Convention) -> Messages:
-            return conversation(prompts.system(how), history, req.message)
+            return conversation(prompts.system(how), history, said)
 
         ask = self.budget.asks.answer_or_route(build, prompts.ROUTE)
         try:  # held first: never made past a limit; counted as the step ends, before the end

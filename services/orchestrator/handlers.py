@@ -50,6 +50,8 @@ from services.runtime.requests.outcomes import finish
 
 log = logging.getLogger("sidekick.orchestrator")
 
+FRONTEND_WORKER = "TOOLS"  # the worker that offers the client's own tools to the model
+
 
 class Orchestrator:
     def __init__(
@@ -84,8 +86,10 @@ class Orchestrator:
         state = self.store.loop_of(tracked.value) or self.store.secret_for(start)
         try:
             if state.status == "deciding":
+                # An answer made with the client's tools or context is not the message's alone.
+                skip = req.skip_cache or bool(req.frontend_tools or req.context)
                 hit = await self.cache.lookup(
-                    req.request_id, req.message, principal=req.principal, skip=req.skip_cache
+                    req.request_id, req.message, principal=req.principal, skip=skip
                 )
                 if hit is not None:
                     await finish(self.bus, hit.answer(req), known=tracked, via=VIA)
@@ -198,6 +202,12 @@ class Orchestrator:
             f"No answer to the clarification questions arrived within {timeout:g} seconds; "
             "the request has ended. Send the request again with the details."
         )
+        if waiting is not None and waiting.waiting_tools:
+            names = ", ".join(dict.fromkeys(c.name for c in waiting.waiting_tools))
+            error = (
+                f"No result of the app's tool call ({names}) arrived within {timeout:g} "
+                "seconds; the request has ended."
+            )
         state, tracked = await self._update(
             request_id,
             lambda s: (
@@ -265,7 +275,9 @@ class Orchestrator:
         if req.planned:  # a workflow: the research pipeline, whose planner may ask the user
             choice, usage = loop.planned_decision(req), Usage()
         else:
-            asked = prompts.decision_messages(req, self.workers)
+            # A client that brings tools of its own gets the worker that calls tools.
+            kinds = [FRONTEND_WORKER] if req.frontend_tools else self.workers
+            asked = prompts.decision_messages(req, kinds)
             ask = self.budget.asks.decision(req, asked)
             try:  # its step held and each of its calls (a repair too) checked: never one more
                 async with self.budget.step(req, ask) as meter:
@@ -284,6 +296,8 @@ class Orchestrator:
                 code, error = failure_code(exc), str(exc)
                 return await fold(lambda s: loop.failed(s, code, error))
             choice, usage = decision.value, decision.usage
+            if req.frontend_tools and choice.worker_type not in ("NONE", FRONTEND_WORKER):
+                choice = choice.model_copy(update={"worker_type": FRONTEND_WORKER})
         known = set(self.workers)
         state, tracked = await fold(lambda s: loop.decided(s, choice, usage, known))
         if state.decision is not None:

@@ -22,6 +22,7 @@ from contracts import (
     utcnow,
 )
 from contracts.approvals import Approval, ApprovalAsk
+from services.orchestrator import frontend
 from services.orchestrator.projection import (
     Dispatch,
     Evaluate,
@@ -187,6 +188,8 @@ def on_result(
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + result.usage})
     if result.clarification_questions and state.rounds < MAX_CLARIFICATION_ROUNDS:
         return _park(state, result.clarification_questions)
+    if result.frontend is not None:  # the model called the client's own tools
+        return frontend.asked(state, result.frontend)
     if result.approval is not None:
         return approval_asked(state, result.approval, cur.n, approval_ttl, operators)
     if result.budget_stop is not None:  # the worker stopped itself before a call past it
@@ -278,6 +281,8 @@ def answered(state: LoopState, event: ClarificationAnswered) -> LoopState:
     attempt). Answers to a request that is not parked are ignored."""
     if state.status != "awaiting_clarification":
         return state
+    if state.waiting_tools:  # the client's results of its tools' calls
+        return _next_attempt(frontend.answered(state, event))
     pairs, said = [], []  # the questions with their answers; the user's words alone
     for q in state.questions:
         answer = event.answers.get(q.id)

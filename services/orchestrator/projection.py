@@ -99,6 +99,21 @@ def next_messages(state: LoopState) -> list[Message]:
                 )
             )
         ]
+    if state.status == "awaiting_clarification" and state.waiting_tools:
+        cur = state.current
+        return [
+            Finish(
+                ClarificationRequested(
+                    event_id=f"{req.request_id}-tools-{state.tool_rounds + 1}",
+                    request_id=req.request_id,
+                    session_id=req.session_id,
+                    questions=state.questions,
+                    source="planner",
+                    attempt=cur.n if cur else None,
+                    tool_calls=state.waiting_tools,
+                )
+            )
+        ]
     if state.status == "awaiting_clarification":
         cur = state.current
         source: Literal["evaluator", "planner"] = (
@@ -158,6 +173,9 @@ def next_messages(state: LoopState) -> list[Message]:
             answers=state.answers,
             dispatch_token=authentic.token(state, "task", cur.n),
             approval_id=cur.approval_id,
+            frontend_tools=req.frontend_tools,
+            context=req.context,
+            transcript=state.transcript,
             replay_of=req.replay.of if req.replay else None,
             model=replay_model(state, "worker"),
         )

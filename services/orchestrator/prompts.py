@@ -1,5 +1,5 @@
 from contracts import WORKER_DESCRIPTIONS, RequestRouted
-from services.runtime.llm.prompts import conversation
+from services.runtime.llm.prompts import context_block, conversation
 from services.runtime.llm.types import Messages
 
 SYSTEM = """You are Sidekick's orchestrator. Choose the one worker that should do the user's \
@@ -26,5 +26,5 @@ def request_text(message: str, reason: str, criteria: str | None) -> str:
 
 def decision_messages(req: RequestRouted, kinds: list[str]) -> Messages:
     """The decision's call: the system prompt, the session's recent turns, the request."""
-    text = request_text(req.message, req.reason, req.success_criteria)
+    text = request_text(req.message, req.reason, req.success_criteria) + context_block(req.context)
     return conversation(system_prompt(kinds), req.history, text)

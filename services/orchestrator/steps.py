@@ -139,6 +139,7 @@ class Steps:
             isinstance(event, RequestCompleted)
             and event.status == "completed"
             and not state.clarifications
+            and not (state.request.frontend_tools or state.request.context)
             and event.worker_type is not None
             and not tracked.value.ended
             and state.request.replay is None  # a replay's answer is an experiment, not reused

@@ -12,7 +12,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.budgets.guard import guard, refused
 from services.runtime.bus.core import Bus
 from services.runtime.llm import Completion, LLMClient
-from services.runtime.llm.prompts import conversation
+from services.runtime.llm.prompts import context_block, conversation
 
 StageReporter = Callable[[WorkerTask, WorkflowStatus, str], Awaitable[None]]
 
@@ -86,6 +86,7 @@ def task_prompt(
         f"Success criteria: {task.success_criteria}",
     ]
     text = "\n\n".join(paragraphs) + after_criteria + retry_context(task)
+    text += context_block(task.context)
     return text if data is None else f"{text}\n\n{data}"
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from contracts import RequestCompleted, RequestRecord, Usage
+from contracts.base import ToolUse
 from contracts.decisions import OrchestratorDecision
 from contracts.events import RequestRouted, WorkerResult
 from contracts.state import Attempt, LoopState
-from contracts.work import ToolUse
 from services.gateway.requests.timeline import build
 
 pytestmark = pytest.mark.fast

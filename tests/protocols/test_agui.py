@@ -6,7 +6,7 @@ connection and after the gateway it was read from was SIGKILLed."""
 from __future__ import annotations
 
 import asyncio
-from itertools import groupby
+from itertools import groupby, takewhile
 from typing import Any
 
 import httpx
@@ -175,13 +175,26 @@ async def test_a_model_failure_ends_the_run_with_run_error(
     assert error["message"]
 
 
+def unframed(got: list[Sse], run_id: str) -> list[Sse]:
+    """A re-attached stream's events after the cut. The stream opens with the framing a fresh
+    client needs, sent again without ids: the run's RUN_STARTED (and what was open at the cut);
+    every event after that has its id."""
+    framing = list(takewhile(lambda e: e.id is None, got))
+    assert framing and framing[0].json["type"] == "RUN_STARTED"
+    assert framing[0].json["runId"] == run_id
+    rest = got[len(framing) :]
+    assert all(e.id is not None for e in rest)
+    return rest
+
+
 async def reattached(base: str, run_id: str, last: str | None) -> list[Sse]:
     headers = {"Last-Event-ID": last} if last else {}
     async with (
         httpx.AsyncClient(base_url=base, timeout=90) as http,
         http.stream("GET", f"/ag-ui/runs/{run_id}", headers=headers) as response,
     ):
-        return await read(response)
+        got = await read(response)
+    return unframed(got, run_id) if last else got
 
 
 async def test_a_dropped_stream_is_resumed_from_its_last_event_id_without_duplicates(
@@ -217,7 +230,7 @@ async def test_a_run_is_re_attached_through_another_gateway_after_a_sigkill(
             "POST", "/ag-ui", json=body, headers={"Last-Event-ID": before[-1].id or ""}
         ) as response,
     ):
-        rest = await read(response)
+        rest = unframed(await read(response), body["runId"])
     whole = await reattached(system.http_url, body["runId"], None)
     assert ids(before + rest) == ids(whole)
     assert [e.data for e in before + rest] == [e.data for e in whole]

@@ -7,28 +7,39 @@ every other surface.
   request); a stale or answered interrupt gets 409 and changes nothing. A run without `resume`
   on a thread parked on a question answers it with its last user message, as
   `/v1/chat/completions` does.
-- Every event has an SSE `id`. A client that lost its stream POSTs the same input again (same
-  `runId`) with `Last-Event-ID`, or calls `GET /ag-ui/runs/{runId}` with it: it gets every event
-  after that id from the bus, then the live ones, on any gateway replica. The same `runId`
-  without `Last-Event-ID` re-attaches from the start; it never starts a second request.
+- Frontend tools (`tools`) are offered to the model beside Sidekick's own; a call of one ends
+  the run with its TOOL_CALL_* events and `pendingToolCallIds`, and the request parks until a
+  run on the thread carries a `tool` message for each call (then it goes on, once); `context`
+  reaches the models as data (agui/inputs.py, contracts/frontend.py).
+- Every event has an id (the SSE `id` and `metadata.sidekick.eventId`). A client that lost its
+  stream POSTs the same input again (same `runId`) with the last id it saw
+  (`forwardedProps.sidekick.lastEventId`, or `Last-Event-ID`), or calls `GET /ag-ui/runs/{runId}`
+  with it: it gets `RUN_STARTED` and what was open, then every event after that id from the bus,
+  then the live ones, on any gateway replica (agui/stream.py). The same `runId` without an id
+  re-attaches from the start; it never starts a second request.
 - `POST /ag-ui/runs/{runId}/cancel` cancels the run's request (the stream ends with RUN_FINISHED,
-  outcome `cancelled`); a dropped connection does not, so that the client can re-attach.
+  outcome `cancelled`). A dropped connection does not, so that the client can re-attach, unless
+  the run asked for it (`forwardedProps.sidekick.cancelOnDisconnect: true`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator
 
-from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
+from ag_ui.core import RunAgentInput
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from contracts import ClarificationRequested, Turn, new_id
+from contracts import ClarificationRequested, new_id
 from contracts.frames import ID_PATTERN
+from services.gateway.agui import inputs
+from services.gateway.agui.inputs import Extras, Position
+from services.gateway.agui.stream import Cut
 from services.gateway.agui.translate import Run, Translator
 from services.gateway.core.auth import Auth
 from services.gateway.core.errors import Conflict, GatewayError, Invalid, NotFound
@@ -45,8 +56,9 @@ from services.gateway.core.said import (
 )
 from services.runtime.bus.kvstore import get_model, key_for
 
+log = logging.getLogger("sidekick.gateway")
+
 ID = re.compile(ID_PATTERN)
-EVENT_ID = re.compile(r"^(\d{1,19})\.(\d{1,6})$")
 LONGEST = 3600.0  # seconds one connection streams; the client re-attaches after that
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -67,6 +79,7 @@ class AgUiApi:
         self.auth = auth
         self.feed = feed
         self.bus = intake.bus
+        self._cancels: set[asyncio.Task[None]] = set()  # cancels of disconnected runs
 
     def routes(self) -> list[Route]:
         return [
@@ -82,15 +95,16 @@ class AgUiApi:
             for name, value in (("threadId", body.thread_id), ("runId", body.run_id)):
                 if not ID.match(value):
                     raise Invalid(f"{name} must be 1-128 of A-Z a-z 0-9 _ . : -.")
-            position = last_event_id(request)
+            extras = inputs.extras(request, body, self.bus.settings.max_message_chars)
             known = await self._record(principal, body.run_id)
             if known is None:
-                known = await self._start(principal, body)
+                known = await self._start(principal, body, extras)
             elif known.thread_id != body.thread_id:
                 raise Conflict(f"Run {body.run_id} belongs to another thread.")
         except GatewayError as exc:
             return error_response(exc)
-        return self._stream(known, position)
+        cancel = principal if extras.cancel_on_disconnect else None
+        return self._stream(known, extras.position, cancel)
 
     async def _run_in_path(self, request: Request) -> tuple[str, RunRecord]:
         """The caller and the run its path names (one of the caller's own), or NotFound."""
@@ -104,10 +118,10 @@ class AgUiApi:
     async def reattach(self, request: Request) -> Response:
         try:
             _, known = await self._run_in_path(request)
-            position = last_event_id(request)
+            position = inputs.position_of(request)
         except GatewayError as exc:
             return error_response(exc)
-        return self._stream(known, position)
+        return self._stream(known, position, None)
 
     async def cancel(self, request: Request) -> Response:
         try:
@@ -117,19 +131,32 @@ class AgUiApi:
             return error_response(exc)
         return JSONResponse({"run_id": known.run_id, "status": "cancelling"}, status_code=202)
 
-    async def _start(self, principal: str, body: RunAgentInput) -> RunRecord:
-        """A new run: the resumption of the thread's parked request, or a new request (a plain
+    async def _start(self, principal: str, body: RunAgentInput, extras: Extras) -> RunRecord:
+        """A new run: the resumption of the thread's parked request (by an interrupt's answer,
+        or by the results of the client's tool calls it waits for), or a new request (a plain
         message on a thread parked on a question answers it, as on `/v1`)."""
         session_id = scoped(principal, body.thread_id)
-        text, history = said(body)
         if body.resume:
             parked = await self._parked(principal, session_id)
             if parked is None:
                 raise Conflict("This thread has no open interrupt (answered already, or stale).")
             return await self._resume(principal, body, parked)
+        results = inputs.tool_results(body, self.bus.settings.max_message_chars)
+        if results:  # checked against the calls it waits for by the intake (core/answers.py)
+            waiting = await self.intake.parked(principal, session_id)
+            if waiting is None:
+                raise Conflict(
+                    "This thread has no tool call waiting for a result (answered already, or "
+                    "never issued); nothing was changed."
+                )
+            words = Words(tool_results=results)
+            return await self._say(principal, body, session_id, words, Reply(waiting.request_id))
+        text, history = inputs.said(body)
         if not text:
             raise Invalid("messages holds no user message with text.")
-        new = Submission(new_id(), history=history)
+        new = Submission(
+            new_id(), history=history, frontend_tools=extras.tools, context=extras.context
+        )
         return await self._say(principal, body, session_id, Words(text), new)
 
     async def _resume(
@@ -151,7 +178,7 @@ class AgUiApi:
         if isinstance(payload, dict):
             words = Words(answers={str(k): str(v) for k, v in payload.items()})
         else:
-            text = payload if isinstance(payload, str) else said(body)[0]
+            text = payload if isinstance(payload, str) else inputs.said(body)[0]
             if not text:
                 raise Invalid("resume[].payload holds no answer (an object or a string).")
             words = Words(text)
@@ -208,9 +235,12 @@ class AgUiApi:
         return record
 
     async def _parked(self, principal: str, session_id: str) -> ClarificationRequested | None:
+        """The interrupt the thread is parked on (not a wait for its client's tools)."""
         record = await self.intake.parked(principal, session_id)
         outcome = record.outcome if record is not None else None
-        return outcome if isinstance(outcome, ClarificationRequested) else None
+        if not isinstance(outcome, ClarificationRequested) or outcome.tool_calls:
+            return None
+        return outcome
 
     def _key(self, principal: str, run_id: str) -> str:
         return f"agui.{key_for(principal)}.{key_for(run_id)}"
@@ -228,63 +258,64 @@ class AgUiApi:
         index = await self.bus.bucket("index")
         await index.delete(self._key(principal, run_id))
 
-    def _stream(self, record: RunRecord, position: tuple[int, int] | None) -> Response:
+    def _stream(
+        self, record: RunRecord, position: Position | None, cancel_for: str | None
+    ) -> Response:
         run = Run(record.thread_id, record.run_id, record.request_id, record.after)
         return StreamingResponse(
-            self._events(run, position), media_type="text/event-stream", headers=SSE_HEADERS
+            self._events(run, position, cancel_for),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
         )
 
-    async def _events(self, run: Run, position: tuple[int, int] | None) -> AsyncIterator[bytes]:
-        """The run's events after `position` (all when None), replayed then live."""
+    async def _events(
+        self, run: Run, position: Position | None, cancel_for: str | None
+    ) -> AsyncIterator[bytes]:
+        """The run's events after `position` (all when None), replayed then live. With
+        `cancel_for` (the run's principal), a client that goes away before the run's end
+        cancels its request."""
         translator = Translator(run)
-        for k, event in enumerate(translator.opening()):
-            if position is None or (run.after, k) > position:
-                yield frame(event, run.after, k)
-        deadline = asyncio.get_running_loop().time() + LONGEST
-        async for stored in self.feed.follow(run.request_id, run.after):
-            if stored is None:
-                if asyncio.get_running_loop().time() > deadline:
+        opening = translator.opening()
+        cut = Cut(position, opening[0], (run.after, 0))
+        ended = False
+        try:
+            for chunk in cut.opening():
+                yield chunk
+            for k, event in enumerate(opening):
+                for chunk in cut.take(event, run.after, k):
+                    yield chunk
+            deadline = asyncio.get_running_loop().time() + LONGEST
+            async for stored in self.feed.follow(run.request_id, run.after):
+                if stored is None:
+                    if asyncio.get_running_loop().time() > deadline:
+                        ended = True  # the client re-attaches: this is no disconnect
+                        return
+                    yield b": keep-alive\n\n"
+                    continue
+                for k, event in enumerate(translator.take(stored.event)):
+                    for chunk in cut.take(event, stored.seq, k):
+                        yield chunk
+                if translator.done:
+                    for chunk in cut.closing():
+                        yield chunk
+                    ended = True
                     return
-                yield b": keep-alive\n\n"
-                continue
-            for k, event in enumerate(translator.take(stored.event)):
-                if position is None or (stored.seq, k) > position:
-                    yield frame(event, stored.seq, k)
-            if translator.done:
-                return
+        finally:
+            if not ended and cancel_for is not None:
+                self._cancel_later(cancel_for, run)
 
+    def _cancel_later(self, principal: str, run: Run) -> None:
+        """Cancel the run's request, its client gone (the stream's own task is being torn
+        down: the cancel runs on its own)."""
+        task = asyncio.get_running_loop().create_task(self._cancel_quietly(principal, run))
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
 
-def frame(event: BaseEvent, seq: int, k: int) -> bytes:
-    return f"id: {seq}.{k}\ndata: {event.model_dump_json(by_alias=True)}\n\n".encode()
-
-
-def last_event_id(request: Request) -> tuple[int, int] | None:
-    raw = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
-    if not raw:
-        return None
-    found = EVENT_ID.match(raw.strip())
-    if found is None:
-        raise Invalid("Last-Event-ID is not an id this endpoint gave (<sequence>.<n>).")
-    return int(found.group(1)), int(found.group(2))
-
-
-def said(body: RunAgentInput) -> tuple[str, list[Turn]]:
-    """The run's last user message as text, and the user and assistant turns before it."""
-    turns: list[Turn] = []
-    for message in body.messages:
-        role = getattr(message, "role", "")
-        content = getattr(message, "content", None)
-        text = content if isinstance(content, str) else _parts_text(content)
-        if role in ("user", "assistant") and text:
-            turns.append(Turn(role=role, content=text))
-    users = [n for n, m in enumerate(body.messages) if isinstance(m, UserMessage)]
-    if not users or not turns or turns[-1].role != "user":
-        return "", turns
-    last = turns.pop()
-    return last.content.strip(), turns
-
-
-def _parts_text(content: object) -> str:
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(str(getattr(p, "text", "")) for p in content if getattr(p, "text", None))
+    async def _cancel_quietly(self, principal: str, run: Run) -> None:
+        log.info("run %s: its client disconnected; cancelling (cancelOnDisconnect)", run.run_id)
+        try:
+            await self.intake.cancel(principal, run.request_id)
+        except Conflict:
+            return  # it ended meanwhile
+        except GatewayError as exc:
+            log.warning("could not cancel run %s after its client left: %s", run.run_id, exc)

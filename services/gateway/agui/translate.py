@@ -12,7 +12,11 @@ connection is event for event the one the client was reading.
                                            RUN_FINISHED (success, usage per model)
     request.failed                         RUN_ERROR (message, code)
     request.cancelled                      RUN_FINISHED (outcome cancelled)
-    a parked request (INTERRUPTS)          RUN_FINISHED (outcome interrupt, the questions)
+    a parked request (INTERRUPTS)          RUN_FINISHED (outcome interrupt, the questions; an
+                                           approval's with its expiresAt)
+    a request parked on the client's own   TOOL_CALL_START, _ARGS, _END per call (no result:
+    tools (its question has tool_calls)    the client runs them), RUN_FINISHED (success,
+                                           pendingToolCallIds)
 """
 
 from __future__ import annotations
@@ -104,6 +108,8 @@ def approval_interrupt(event: ClarificationRequested) -> Interrupt:
             "description": "yes to approve the action, no to decline it",
             "enum": ["yes", "no"],
         },
+        # The client's own check refuses to answer it after this (`isInterruptExpired`).
+        expires_at=event.approval.expires_at.isoformat().replace("+00:00", "Z"),
         metadata={
             "request_id": event.request_id,
             "source": "approval",
@@ -185,6 +191,8 @@ class Translator:
         if isinstance(event, RequestCancelled):
             self.done = True
             return [*self._close(event), self._finished(event, RunFinishedCancelledOutcome())]
+        if isinstance(event, ClarificationRequested) and event.tool_calls:
+            return self._handed(event)
         if isinstance(event, OUTCOMES):
             interrupt = INTERRUPTS.get(type(event))
             if interrupt is not None:
@@ -193,6 +201,31 @@ class Translator:
                 delta = self._delta(event, status="awaiting_input")
                 return [*self._close(event), delta, self._finished(event, outcome)]
         return []
+
+    def _handed(self, event: ClarificationRequested) -> list[BaseEvent]:
+        """The model called the client's own tools: the calls, for the client to run, and the
+        run's end; the next run carries their results."""
+        self.done = True
+        ms = _ms(event)
+        parent = f"{self.run.request_id}-{self.run.after}-calls"
+        out: list[BaseEvent] = [*self._close(event)]
+        for call in event.tool_calls:
+            out.append(
+                ToolCallStartEvent(
+                    tool_call_id=call.call_id,
+                    tool_call_name=call.name,
+                    parent_message_id=parent,
+                    timestamp=ms,
+                )
+            )
+            if call.arguments:
+                out.append(ToolCallArgsEvent(tool_call_id=call.call_id, delta=call.arguments))
+            out.append(ToolCallEndEvent(tool_call_id=call.call_id, timestamp=ms))
+        pending = [call.call_id for call in event.tool_calls]
+        out.append(self._delta(event, status="awaiting_tool_results"))
+        outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
+        out.append(self._finished(event, outcome))
+        return out
 
     def _text(self, text: str, event: AnyEvent) -> list[BaseEvent]:
         if not text:

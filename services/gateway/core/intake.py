@@ -277,6 +277,8 @@ class Intake:
             planned=new.planned,
             preferences=new.preferences,
             history=new.history,
+            frontend_tools=new.frontend_tools,
+            context=new.context,
             replay=new.replay,
             state="accepted" if place.position == 0 else "queued",
             status="started",
@@ -335,6 +337,7 @@ class Intake:
         and every other one gets Conflict. `taken` is told when this answer has won, before
         the request can go on."""
         tracked = await self._owned(principal, request_id)
+        answers.check_tool_results(tracked.value, words)
         if tracked.value.state == "awaiting_approval" or words.approval_id is not None:
             said = words.text or next(iter(words.answers.values()), "")
             record = await self.decide(principal, tracked, said, words.approval_id)

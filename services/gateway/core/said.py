@@ -19,6 +19,7 @@ from typing import Literal
 
 from contracts import RequestRecord, Turn
 from contracts.base import IfBusy
+from contracts.frontend import ContextItem, FrontendTool, ToolResult
 from contracts.replay import Replay
 from services.gateway.core.errors import GatewayError
 
@@ -36,6 +37,8 @@ class Words:
     answers: dict[str, str] = field(default_factory=dict)
     additional_context: str | None = None
     approval_id: str | None = None  # the approval an answer decides, when the client named it
+    # The client's results of the tool calls the request waits for (AG-UI frontend tools).
+    tool_results: list[ToolResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Submission:
     if_busy: IfBusy = "enqueue"
     history: list[Turn] = field(default_factory=list)
     on_parked: OnParked = "answer"
+    frontend_tools: list[FrontendTool] = field(default_factory=list)  # the client runs these
+    context: list[ContextItem] = field(default_factory=list)  # the client app's, as data
     replay: Replay | None = None  # a replay of a recorded request (services/gateway/requests/)
 
 

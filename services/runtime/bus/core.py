@@ -30,7 +30,7 @@ from opentelemetry import propagate, trace
 from pydantic import BaseModel, ValidationError
 
 from contracts import Event, Subjects, utcnow
-from contracts.events import DeadLetter
+from contracts.base import DeadLetter
 from contracts.subjects import Derived
 from services.runtime.base.logs import request_context
 from services.runtime.base.metrics import BUS_HANDLED, BUS_IN_PROGRESS, BUS_SECONDS, DEAD_LETTERS

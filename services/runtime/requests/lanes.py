@@ -182,6 +182,8 @@ def request_of(tracked: Tracked, session_turns: list[Turn] | None = None) -> Cha
         history=record.history,
         session_turns=session_turns,
         record=stamp,
+        frontend_tools=record.frontend_tools,
+        context=record.context,
         replay=record.replay,
     )
 

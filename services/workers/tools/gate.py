@@ -2,9 +2,11 @@
 tools, asked before each call (the tool loop's `guard`).
 
 Which action a call is: `notify`; `python_run`; `<server>__<tool>` for an MCP server's tool
-(the name the model calls it by); and `browser.new_domain` for a `browser_navigate` to a host
-not yet opened in this run (tools/hosts.py says what a host is; the gate's `hosts` are the
-run's, and a host counts as opened once the gate let a navigation to it run). Every other way
+(the name the model calls it by); `<name>` for one of the client's own tools (AG-UI frontend
+tools: let through, a call is handed off to the client, tools/frontend.py); and
+`browser.new_domain` for a `browser_navigate` to a host not yet opened in this run
+(tools/hosts.py says what a host is; the gate's `hosts` are the run's, and a host counts as
+opened once the gate let a navigation to it run). Every other way
 to a new host (a click, a form, a script, a redirect, a pop-up) is stopped by the browser
 itself under `ask` or `deny` (tools/navgate.py), and the model is told to call
 `browser_navigate`, which comes here. The other tools (files, Wikipedia, web search, the rest
@@ -35,11 +37,13 @@ from nats.js.kv import KeyValue
 
 from contracts import WorkerTask
 from contracts.approvals import Approval, ApprovalAsk, digest_of
+from contracts.frontend import ToolCall
 from services.runtime.approvals.gate import Gate, declined_text, shown
 from services.runtime.approvals.policy import Policy, Ruling
 from services.runtime.requests.replays import is_replay, would_have
 from services.workers.ledger import Effect, Ledger
 from services.workers.tools.errors import ToolArgumentsError
+from services.workers.tools.frontend import HandOff
 from services.workers.tools.hosts import NEW_DOMAIN, Hosts, host_of
 from services.workers.tools.toolbox import Call, Outcome, ToolBox, parse_arguments
 
@@ -82,12 +86,14 @@ class ToolGate:
         ledger: Callable[[], KeyValue],
         mcp_names: frozenset[str],
         time_limit: Callable[[str], float],
+        frontend_names: frozenset[str] = frozenset(),
     ) -> None:
         self.policy = policy
         self.task = task
         self.gate = Gate(policy, task, approvals)  # the approvals bucket, read when needed
         self.ledger = ledger
         self.mcp_names = mcp_names
+        self.frontend_names = frontend_names  # the client's own tools: handed off, not run
         self.time_limit = time_limit  # seconds a call of the action may take
         # The run's opened hosts, shared with its browser (the worker puts them on the run).
         self.hosts = Hosts(policy.ruling(NEW_DOMAIN))
@@ -96,7 +102,7 @@ class ToolGate:
         """The policy's name for this call, or None when the policy has no say over it."""
         if name in GATED:
             return GATED[name]
-        if name in self.mcp_names:
+        if name in self.mcp_names or name in self.frontend_names:
             return name
         if name == NAVIGATE:
             host = self._host(arguments)
@@ -157,6 +163,12 @@ class ToolGate:
         return host_of(url) if isinstance(url, str) else None
 
     async def _run(self, toolbox: ToolBox, name: str, arguments: str, call: Call) -> Outcome:
+        if name in self.frontend_names:  # the client runs it, with arguments it can read
+            try:
+                parse_arguments(arguments)
+            except ToolArgumentsError as exc:
+                return Outcome(f"ERROR: {exc}", ok=False)
+            return HandOff.of(ToolCall(call_id=call.call_id, name=name, arguments=arguments))
         if name == NAVIGATE:  # let through: opened before it runs, so the browser lets it go
             host = self._host(arguments)
             if host is not None:
@@ -166,7 +178,9 @@ class ToolGate:
     async def _run_approved(
         self, approval: Approval, toolbox: ToolBox, name: str, arguments: str, call: Call
     ) -> Outcome:
-        if approval.action == NEW_DOMAIN:
+        if approval.action == NEW_DOMAIN or name in self.frontend_names:
+            # Opening a host is no effect to do once; a client's tool runs at the client, and
+            # its result resumes the request once (services/gateway/core/answers.py).
             return await self._run(toolbox, name, arguments, call)
         key = f"{approval.action}.approved.{approval.approval_id}"
         ledger = Ledger(self.ledger(), stale_after=self.time_limit(approval.action) + CLAIM_MARGIN)

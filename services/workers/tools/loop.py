@@ -9,7 +9,10 @@ call the budget's tool calls are checked: once they are spent the tools asked fo
 (the model is told so) and the model is asked to answer with what it has, without tools.
 
 Each tool call goes through `guard` (the operator's approval policy): it may run, be refused
-(a tool result says why), or stop the loop to ask a person, with nothing run.
+(a tool result says why), or stop the loop to ask a person, with nothing run. A call of one of
+the client's own tools (AG-UI frontend tools) is handed off: the rest of the turn's calls run,
+then the loop stops with the calls for the client and the conversation so far (tools/frontend.py).
+A conversation carried from an earlier attempt (`carried`) goes on after the prompt.
 
 A step is one model turn. When the model answers without tool calls, that is the answer. When
 the last allowed turn still asks for tools, the loop stops without running them and says so:
@@ -27,12 +30,14 @@ from openai.types.chat import ChatCompletionMessageParam
 from contracts import Usage
 from contracts.approvals import ApprovalAsk
 from contracts.events import TaskBudget
+from contracts.frontend import FrontendStop, ToolCall
 from services.runtime.base.errors import BudgetSpent
 from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.budgets.guard import guard as budget_guard
 from services.runtime.budgets.guard import over as _over
 from services.runtime.budgets.guard import tools_over
 from services.runtime.llm import BudgetGuard, ChatReply
+from services.workers.tools.frontend import HandOff, as_transcript
 from services.workers.tools.toolbox import Call, Outcome, RunContext, ToolBox
 
 ANSWER_NOW = "Answer the user now with what you have; no more tools can run."
@@ -41,8 +46,9 @@ ChatFn = Callable[
     [list[ChatCompletionMessageParam], list[dict[str, Any]], BudgetGuard | None],
     Awaitable[ChatReply],
 ]
-# Runs one call in the toolbox's place (the approval gate, tools/gate.py): its outcome,
-# or an ApprovalAsk when it may not run without a person's approval (then the loop stops).
+# Runs one call in the toolbox's place (the approval gate, tools/gate.py): its outcome (a
+# HandOff for a call the client runs itself: the loop stops after the turn), or an ApprovalAsk
+# when it may not run without a person's approval (then the loop stops).
 Guard = Callable[[ToolBox, str, str, Call], Awaitable[Outcome | ApprovalAsk]]
 # Told of each call after it ran: (call id, tool, arguments as JSON text, result, ok).
 CallSeen = Callable[[str, str, str, str, bool], Awaitable[None]]
@@ -73,6 +79,7 @@ class LoopOutcome:
     over_budget: str | None = None  # the limit that stopped it before its next model call
     tool_limit: str | None = None  # the tool-call limit that stopped its tools, if one did
     approval: ApprovalAsk | None = None  # the call that stopped it to ask a person first
+    frontend: FrontendStop | None = None  # the client's tool calls that stopped it
 
     @property
     def finished(self) -> bool:
@@ -104,8 +111,9 @@ async def run_tool_loop(
     seen: CallSeen = _unseen,
     call_max: int = 0,
     guard: Guard = _unguarded,
+    carried: list[ChatCompletionMessageParam] | None = None,
 ) -> LoopOutcome:
-    conversation = list(messages)
+    conversation = [*messages, *(carried or [])]
     outcome = LoopOutcome(answer=None, steps=0)
     definitions = toolbox.definitions
     for step in range(1, max_steps + 1):
@@ -128,6 +136,7 @@ async def run_tool_loop(
             outcome.wanted = [c.name for c in reply.tool_calls]
             return outcome
         conversation.append(reply.as_param())
+        handed: list[ToolCall] = []  # the client's calls of this turn
         for tool_call in reply.tool_calls:
             outcome.tool_limit = outcome.tool_limit or tools_over(budget, outcome.usage)
             if outcome.tool_limit is not None:
@@ -143,12 +152,20 @@ async def run_tool_loop(
                 outcome.approval = result
                 return outcome
             outcome.usage = outcome.usage + Usage(tool_calls=1)
+            if isinstance(result, HandOff):  # the client runs it; its result comes later
+                handed.append(result.call)
+                outcome.calls.append(CallRecord(step, tool_call.name, True))
+                continue
             outcome.calls.append(CallRecord(step, tool_call.name, result.ok))
             await seen(tool_call.id, tool_call.name, tool_call.arguments, result.content, result.ok)
             # Tool output is data in a tool message, never part of a system prompt.
             conversation.append(
                 {"role": "tool", "tool_call_id": tool_call.id, "content": result.content}
             )
+        if handed:  # the request parks until the client's results come
+            transcript = as_transcript(conversation[len(messages) :])
+            outcome.frontend = FrontendStop(calls=handed, transcript=transcript)
+            return outcome
         if outcome.tool_limit is not None:
             definitions = []  # the next turn answers with what it has
     return outcome

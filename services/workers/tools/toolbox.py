@@ -190,6 +190,9 @@ class ToolBox:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def get(self, name: str) -> Invocable | None:
+        return self._tools.get(name)
+
     @property
     def definitions(self) -> list[dict[str, Any]]:
         return [t.definition() for t in self._tools.values()]

@@ -1,5 +1,7 @@
 """TOOLS: the model does the task with tools, in a bounded loop, and answers. Consequential
-tools are asked about first, by the operator's approval policy (tools/gate.py)."""
+tools are asked about first, by the operator's approval policy (tools/gate.py). The client's own
+tools (AG-UI frontend tools) are offered beside Sidekick's and handed to the client when called
+(tools/frontend.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from services.runtime.llm import BudgetGuard, ChatReply
 from services.runtime.llm.prompts import conversation
 from services.runtime.walls.egress import Egress
 from services.workers.base import WorkerDeps, result_for, task_prompt
+from services.workers.tools import frontend
 from services.workers.tools.catalog import Clients
 from services.workers.tools.gate import ToolGate
 from services.workers.tools.loop import LoopOutcome, run_tool_loop
@@ -88,15 +91,24 @@ class ToolsWorker:
     @property
     def toolbox(self) -> ToolBox:
         """The built-in tools and the MCP servers' tools offered right now."""
+        return self.toolbox_for(None)
+
+    def toolbox_for(self, task: WorkerTask | None) -> ToolBox:
+        """The built-in tools, the MCP servers' tools offered right now, and the task's client
+        tools not named like any of those."""
+        own = [*self.builtin, *(self.mcp.tools() if self.mcp is not None else ())]
+        app = frontend.offered(
+            task.frontend_tools if task else [], {t.name for t in own}, MAX_TOOLS - len(own)
+        )
         return ToolBox(
-            [*self.builtin, *(self.mcp.tools() if self.mcp is not None else ())],
-            result_chars=self.settings.tools_result_chars,
-            call_timeout=CALL_TIMEOUT,
+            [*own, *app], result_chars=self.settings.tools_result_chars, call_timeout=CALL_TIMEOUT
         )
 
     def gate(self, task: WorkerTask, toolbox: ToolBox) -> ToolGate:
         """The approval policy's gate over this task's tool calls."""
         builtin = {t.name for t in self.builtin}
+        # The client's tools as offered: one named like an MCP tool was left out for it.
+        app = {n for n in toolbox.names if isinstance(toolbox.get(n), frontend.AppTool)}
         limits = {
             "notify": self.settings.http_timeout,
             "python_run": self.settings.python_wall_seconds,
@@ -106,7 +118,8 @@ class ToolsWorker:
             task,
             approvals=lambda: self.bus.kv.approvals,
             ledger=lambda: self.bus.kv.ledger,
-            mcp_names=frozenset(n for n in toolbox.names if n not in builtin),
+            mcp_names=frozenset(n for n in toolbox.names if n not in builtin | app),
+            frontend_names=frozenset(n for n in toolbox.names if n in app),
             time_limit=lambda action: min(
                 CALL_TIMEOUT, limits.get(action, self.settings.mcp_call_timeout)
             ),
@@ -174,7 +187,7 @@ class ToolsWorker:
         return await self.llm.chat(messages, budget=budget, **({"tools": tools} if tools else {}))
 
     async def run(self, task: WorkerTask) -> WorkerResult:
-        toolbox = self.toolbox
+        toolbox = self.toolbox_for(task)
         gate = self.gate(task, toolbox)
         run = RunContext(
             request_id=task.request_id,
@@ -182,7 +195,8 @@ class ToolsWorker:
             attempt=task.attempt,
             hosts=gate.hosts,  # the browser stops what the gate did not let through
         )
-        messages = conversation(SYSTEM, task.history, tools_prompt(task))
+        system = SYSTEM + (frontend.NOTE if gate.frontend_names else "")
+        messages = conversation(system, task.history, tools_prompt(task))
         used: list[ToolUse] = []
         try:
             outcome = await run_tool_loop(
@@ -195,6 +209,7 @@ class ToolsWorker:
                 seen=lambda *call: self._seen(task, used, *call),
                 call_max=reply_limit(self.llm.config.max_tokens_answer),
                 guard=gate,
+                carried=frontend.as_messages(task.transcript),
             )
         except MODEL_ERRORS as exc:
             failed = result_for(task, success=False, error=str(exc), sources=run.sources)
@@ -209,6 +224,14 @@ class ToolsWorker:
     def _result(self, task: WorkerTask, outcome: LoopOutcome, run: RunContext) -> WorkerResult:
         if outcome.approval is not None:  # nothing of it ran; the request parks on it
             return result_for(task, success=False, approval=outcome.approval, usage=outcome.usage)
+        if outcome.frontend is not None:  # the client runs its tools; the request parks
+            return result_for(
+                task,
+                success=False,
+                frontend=outcome.frontend,
+                usage=outcome.usage,
+                sources=run.sources,
+            )
         if outcome.over_budget is not None:
             error = (
                 f"stopped before model call {outcome.steps + 1}: the request's "
