@@ -7,9 +7,10 @@ no value are left out. Params are read leniently (unknown members ignored, 0.3 s
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 TaskState = Literal[
@@ -108,8 +109,85 @@ class StreamResponse(Wire):
 class ListTasksResponse(Wire):
     tasks: list[Task] = Field(description="This page of tasks, newest first.")
     next_page_token: str = Field(description="The next page's cursor; empty on the last page.")
-    page_size: int = Field(description="The page size used.")
+    page_size: int = Field(description="How many tasks this page holds.")
     total_size: int = Field(description="How many tasks match, over all pages.")
+
+
+class AuthenticationInfo(Wire):
+    scheme: str = Field(description="The HTTP scheme of the Authorization header (Bearer).")
+    credentials: str | None = Field(default=None, description="What follows the scheme.")
+
+
+class TaskPushNotificationConfig(Wire):
+    """A webhook that gets a task's updates (A2A 1.0; 0.3 nests all but the task id in
+    `pushNotificationConfig`, with `authentication.schemes`)."""
+
+    id: str = Field(description="The config's id within its task.")
+    task_id: str = Field(description="The task.")
+    url: str = Field(description="The webhook: each update is POSTed here.")
+    token: str | None = Field(
+        default=None, description="Echoed in each POST's X-A2A-Notification-Token header."
+    )
+    authentication: AuthenticationInfo | None = Field(
+        default=None,
+        description="Sent as the Authorization header; without it the header carries "
+        "Sidekick's signed JWT (its keys at /.well-known/jwks.json).",
+    )
+
+
+class ListTaskPushNotificationConfigsResponse(Wire):
+    configs: list[TaskPushNotificationConfig] = Field(description="The task's configs.")
+    next_page_token: str = Field(default="", description="Empty: every config is on this page.")
+
+
+class PushConfigRecord(BaseModel):
+    """One webhook config as kept in the `push` bucket (key: the task's hash, value: all of
+    that task's configs), under the principal that made it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    principal: str = Field(description="Who made it; only they see or change it.")
+    config: TaskPushNotificationConfig = Field(description="The config as the client gave it.")
+    version: Literal["1.0", "0.3"] = Field(
+        description="The protocol it was made in: the POSTs' shape."
+    )
+
+
+class PushConfigs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    configs: list[PushConfigRecord] = Field(default_factory=list, description="A task's configs.")
+
+
+class AuthenticationIn(Params):
+    scheme: str | None = None
+    schemes: list[str] | None = None  # 0.3
+    credentials: str | None = None
+
+
+class PushConfigIn(Params):
+    """A config as a client sends it: 1.0 flat, or 0.3 nested in `pushNotificationConfig`."""
+
+    id: str | None = Field(default=None, max_length=128)
+    url: str = Field(min_length=1, max_length=2048)
+    token: str | None = Field(default=None, max_length=1024)
+    authentication: AuthenticationIn | None = None
+
+
+class CreatePushConfigParams(PushConfigIn):
+    task_id: str = Field(min_length=1, max_length=128)
+
+
+class CreatePushConfigParams03(Params):
+    task_id: str = Field(min_length=1, max_length=128)
+    push_notification_config: PushConfigIn
+
+
+class PushConfigIdParams(Params):
+    """Get and Delete: the task and the config (1.0 `taskId` + `id`; 0.3 `id` is the task and
+    `pushNotificationConfigId` the config)."""
+
+    task_id: str | None = Field(default=None, max_length=128)
+    id: str | None = Field(default=None, max_length=128)
+    push_notification_config_id: str | None = Field(default=None, max_length=128)
 
 
 class PartIn(Params):
@@ -131,8 +209,8 @@ class MessageIn(Params):
 
 class SendConfiguration(Params):
     accepted_output_modes: list[str] | None = None
-    task_push_notification_config: Any = None
-    push_notification_config: Any = None  # 0.3
+    task_push_notification_config: PushConfigIn | None = None
+    push_notification_config: PushConfigIn | None = None  # 0.3
     history_length: int | None = Field(default=None, ge=0)
     return_immediately: bool | None = None
     blocking: bool | None = None  # 0.3: false means return at once
@@ -151,11 +229,31 @@ class TaskIdParams(Params):
 
 class ListTasksParams(Params):
     context_id: str | None = None
-    status: TaskState | None = None
-    page_size: int | None = Field(default=None, ge=0, le=100)
+    # TASK_STATE_UNSPECIFIED (proto3's zero value, what a client sends for "not set") is no filter.
+    status: TaskState | Literal["TASK_STATE_UNSPECIFIED"] | None = None
+    page_size: int | None = Field(default=None, ge=1, le=100)
     page_token: str | None = None
     history_length: int | None = Field(default=None, ge=0)
+    status_timestamp_after: str | None = None
     include_artifacts: bool | None = None
+
+    @field_validator("status_timestamp_after")
+    @classmethod
+    def _iso(cls, value: str | None) -> str | None:
+        """An ISO 8601 time with its zone (`2026-01-02T03:04:05Z`); a number is not one."""
+        if value is None:
+            return None
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise ValueError("must be an ISO 8601 time such as 2026-01-02T03:04:05Z") from exc
+        if when.tzinfo is None or not value[:4].isdigit():
+            raise ValueError("must be an ISO 8601 time with its zone, such as 2026-01-02T03:04:05Z")
+        return value
+
+    def after(self) -> datetime | None:
+        after = self.status_timestamp_after
+        return datetime.fromisoformat(after) if after else None
 
 
 class AgentInterface(Wire):
@@ -166,7 +264,7 @@ class AgentInterface(Wire):
 
 class AgentCapabilities(Wire):
     streaming: bool = Field(description="SendStreamingMessage and SubscribeToTask.")
-    push_notifications: bool = Field(description="Not offered.")
+    push_notifications: bool = Field(description="Task updates POSTed to a client's webhook.")
     extended_agent_card: bool = Field(description="Not offered.")
 
 

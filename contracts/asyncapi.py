@@ -32,6 +32,7 @@ def _stream(subjects: Subjects, channel: Channel) -> JStream | None:
         "results": subjects.results_stream,
         "deadletter": subjects.deadletter_stream,
         "outbox": subjects.outbox_stream,
+        "push": subjects.push_stream,
     }
     name = streams.get(channel.transport)
     return JStream(name, declare=False) if name else None

@@ -17,7 +17,7 @@ from contracts.health import Ping, Pong
 from contracts.state import SessionRecord
 
 Service = Literal["gateway", "frontline", "orchestrator", "evaluator", "workers"]
-Transport = Literal["work", "results", "core", "deadletter", "outbox"]
+Transport = Literal["work", "results", "core", "deadletter", "outbox", "push"]
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,39 @@ CHANNELS: tuple[Channel, ...] = (
         ENDERS,
         CLIENT_BOUND,
         "The request ended because it was cancelled.",
+    ),
+    Channel(
+        names.PUSH.replace("{what}", "progress"),
+        events.Progress,
+        "push",
+        ("frontline", "orchestrator", "workers"),
+        CLIENT_BOUND,
+        "A step of a request a client is notified of (A2A push notifications: its record's "
+        "`push`), for the gateways' `push` consumer, which POSTs it to the task's webhooks.",
+    ),
+    Channel(
+        names.PUSH.replace("{what}", "clarification"),
+        events.ClarificationRequested,
+        "push",
+        ("orchestrator",),
+        CLIENT_BOUND,
+        "The questions of a request a client is notified of, for its webhooks.",
+    ),
+    *(
+        Channel(
+            names.PUSH.replace("{what}", what),
+            message,
+            "push",
+            # The gateway: the end of a task that had ended when its first webhook was kept.
+            ("gateway", *ENDERS),
+            CLIENT_BOUND,
+            f"The end ({what}) of a request a client is notified of, for its webhooks.",
+        )
+        for what, message in (
+            ("completed", events.RequestCompleted),
+            ("failed", events.RequestFailed),
+            ("cancelled", events.RequestCancelled),
+        )
     ),
     Channel(
         names.OUTBOX,

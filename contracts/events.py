@@ -135,6 +135,7 @@ class WorkerTask(Event):
     frontend_tools: list[FrontendTool] = fe.tools_field()
     context: list[ContextItem] = fe.context_field()
     transcript: list[LoopMessage] = fe.transcript_field()
+    push: bool = Field(default=False, description="Progress goes on its push subject too.")
     replay_of: str | None = replay_of_field()
     model: str | None = model_field("worker")
 

@@ -96,6 +96,8 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "A2ATask": a2a.Task,
     "A2AStreamResponse": a2a.StreamResponse,
     "A2AListTasksResponse": a2a.ListTasksResponse,
+    "A2ATaskPushNotificationConfig": a2a.TaskPushNotificationConfig,
+    "A2APushConfigs": a2a.PushConfigs,
     # A request's timeline and its replay (services/gateway/requests/).
     "Timeline": timeline.Timeline,
     "ReplayAsk": timeline.ReplayAsk,

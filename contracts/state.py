@@ -159,6 +159,11 @@ class SessionRecord(Model):
         description="The request whose end gave the session to `active` (so a re-run of that "
         "end starts `active` again, and nothing else does).",
     )
+    parked_aside: bool = Field(
+        default=False,
+        description="A request that parks (waits for the user) steps out of the lane, so the "
+        "session's next request runs meanwhile (A2A: several tasks per context).",
+    )
 
 
 class RequestRecord(Model):
@@ -190,6 +195,12 @@ class RequestRecord(Model):
     )
     hidden: bool = Field(
         default=False, description="Deleted by its owner: no longer listed nor found by the API."
+    )
+    push: bool = Field(
+        default=False,
+        description="A client asked to be notified of it (A2A push notifications): its steps, "
+        "questions and end are published on its push subjects too (set by the gateway, by "
+        "compare-and-set, when the first webhook config of the task is kept).",
     )
     state: RequestState = Field(default="accepted", description="Where it is in its life.")
     status: WorkflowStatus = Field(description="The status word clients see.")

@@ -44,6 +44,11 @@ STEP = "out.{session}.{request_id}.step"
 SESSION = "out.{session}.session"
 # What the results stream keeps of a request: its ends, progress, steps and stored text.
 KEPT = ("completed", "failed", "clarification", "cancelled", "progress", "step", "text")
+# A2A push notifications' outbox (services/gateway/a2a/push.py): a request's steps, questions
+# and end, published here too, and only, when a client asked to be notified of it (its record's
+# `push`); the PUSH stream keeps them until the gateways' `push` consumer has delivered them.
+PUSH = "push.{request_id}.{what}"
+PUSHED = ("progress", "clarification", "completed", "failed", "cancelled")
 DEADLETTER = "deadletter.{source}"
 # Mail the EMAIL worker could not send (no SendGrid key), kept for the user to read.
 OUTBOX = "outbox.{request_id}"
@@ -165,6 +170,8 @@ class Subjects:
     results_stream = _Name.stream("RESULTS")
     deadletter_stream = _Name.stream("DEADLETTER")
     outbox_stream = _Name.stream("OUTBOX")
+    push_stream = _Name.stream("PUSH")
+    push_all = _Name.subject("push.>")
     # The orchestrator's loop states' bucket before they moved into the request records: no
     # role may use it (tests/test_nats_security.py checks that nobody can).
     requests_bucket = _Name.bucket("requests")
@@ -181,6 +188,14 @@ class Subjects:
     def out_session(self, session_id: str) -> str:
         """Everything client-bound of one session's requests, and its record's writes."""
         return f"{self.namespace}.out.{session_key(session_id)}.>"
+
+    def push(self, request_id: str, what: str) -> str:
+        """One request's push-notification subject: `what` is one of `PUSHED`."""
+        return f"{self.namespace}.push.{request_id}.{what}"
+
+    def push_any(self, what: str) -> str:
+        """The pattern of one kind of push-notification subject of every request."""
+        return f"{self.namespace}.push.*.{what}"
 
     @property
     def session_republish(self) -> str:

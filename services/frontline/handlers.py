@@ -34,6 +34,7 @@ from services.runtime.base.metrics import CANCELLATIONS
 from services.runtime.budgets import Budget, Limit, OverBudget
 from services.runtime.bus.core import Bus, msg_id, redelivered
 from services.runtime.bus.kvstore import Versioned
+from services.runtime.bus.progress import emit_progress
 from services.runtime.llm import LLMClient, Messages
 from services.runtime.llm.choice import ChoiceResult, Convention
 from services.runtime.llm.prompts import context_block, conversation
@@ -81,16 +82,16 @@ class Frontline:
             session = await load_versioned(self.bus, req.session_id)
             history = recent(session.value, turns)
         if req.planned:  # a workflow is planned by the research pipeline, never answered here
-            await self._route(req, history, PLANNED)
+            await self._route(req, history, PLANNED, push=tracked.value.push)
             return
         if req.replay is not None:  # a replay: the recorded route stands, no model asked
             await self._route(req, history, f"replay of {req.replay.of}: {req.replay.reason}")
             return
         if req.frontend_tools:  # only the TOOLS worker's model can call the client's tools
-            await self._route(req, history, FRONTEND)
+            await self._route(req, history, FRONTEND, push=tracked.value.push)
             return
         reply = ChoiceResult()
-        answer = _Answer(self, req)
+        answer = _Answer(self, req, push=tracked.value.push)
 
         said = req.message + context_block(req.context)  # the app's context: data, delimited
 
@@ -116,7 +117,7 @@ class Frontline:
             return
         if reply.called is not None:
             await answer.settle()
-            await self._route(req, history, reply.called, reply.usage)
+            await self._route(req, history, reply.called, reply.usage, push=tracked.value.push)
             return
         await answer.stop()
         done = RequestCompleted(
@@ -154,9 +155,15 @@ class Frontline:
         return "answered"
 
     async def _route(
-        self, req: ChatRequested, history: list[Turn], reason: str, usage: Usage | None = None
+        self,
+        req: ChatRequested,
+        history: list[Turn],
+        reason: str,
+        usage: Usage | None = None,
+        *,
+        push: bool,
     ) -> None:
-        await self._progress(req, "routed", reason)
+        await self._progress(req, "routed", reason, push=push)
         routed = RequestRouted(
             **req.model_dump(exclude={"kind", "event_id", "ts", "history", "session_turns"}),
             reason=reason,
@@ -176,11 +183,14 @@ class Frontline:
         )
         await finish(self.bus, event, known=tracked)
 
-    async def _progress(self, req: ChatRequested, stage: ProgressStage, detail: str) -> None:
+    async def _progress(
+        self, req: ChatRequested, stage: ProgressStage, detail: str, *, push: bool
+    ) -> None:
+        """`push`: a client is notified of the request (its record as this handler holds it)."""
         event = Progress(
             request_id=req.request_id, session_id=req.session_id, stage=stage, detail=detail
         )
-        await self.bus.emit(event, self.bus.subjects.progress(req.request_id, req.session_id))
+        await emit_progress(self.bus, event, push=push)
 
     async def _fail(
         self, req: ChatRequested, exc: BaseException, tracked: Tracked | None = None
@@ -223,16 +233,17 @@ class _Answer:
     (services/runtime/requests/lifecycle.py, `reachable`); a cancel meanwhile moves it from
     `accepted`, and stands."""
 
-    def __init__(self, frontline: Frontline, req: ChatRequested) -> None:
+    def __init__(self, frontline: Frontline, req: ChatRequested, *, push: bool) -> None:
         self.frontline = frontline
         self.req = req
+        self.push = push
         self.chunks = ChunkStream(frontline.bus, req.request_id, req.session_id)
         self.began = False
 
     async def text(self, delta: str) -> None:
         if not self.began:
             self.began = True
-            await self.frontline._progress(self.req, "direct", "")
+            await self.frontline._progress(self.req, "direct", "", push=self.push)
         self.chunks.add(delta)
 
     async def stop(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from services.gateway.a2a.card import Offer
 from services.gateway.a2a.rpc import A2AApi
 from services.gateway.agui.endpoint import AgUiApi
 from services.gateway.approvals.api import ApprovalsApi
@@ -35,6 +36,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.bus.core import Bus
 from services.runtime.hosting.health import Probe
 from services.runtime.hosting.host import ServiceHost, make_broker
+from services.runtime.walls.egress import Egress
 
 
 def build(settings: Settings) -> ServiceHost:
@@ -53,6 +55,8 @@ def build(settings: Settings) -> ServiceHost:
     origins = OriginPolicy.from_settings(settings)
     pages = PageApi(bus, intake, auth)
     preferences = PreferenceStore(bus)
+    egress = Egress.from_setting(settings.egress_allow)
+    a2a = A2AApi(intake, auth, Feed(bus), Offer.of(settings), egress)
     routes: list[BaseRoute] = [
         *pages.routes(),
         *Workflows(bus, hub, intake, auth, preferences).routes(),
@@ -62,7 +66,7 @@ def build(settings: Settings) -> ServiceHost:
         *meta_routes(bus),
         *OpenAIApi(hub, intake, auth).routes(),
         *AgUiApi(intake, auth, Feed(bus)).routes(),
-        *A2AApi(intake, auth, Feed(bus)).routes(),
+        *a2a.routes(),
     ]
     probe = Probe(bus)
     probe.register()
@@ -73,8 +77,8 @@ def build(settings: Settings) -> ServiceHost:
         settings,
         bus,
         routes=routes,
-        on_ready=[intake.start, catch_up.start],
-        on_stop=[catch_up.stop, deliveries.stop],
+        on_ready=[intake.start, catch_up.start, a2a.pusher.start],
+        on_stop=[catch_up.stop, deliveries.stop, a2a.pusher.stop],
         host=settings.gateway_host,
         port=settings.gateway_port,
         middleware=[Middleware(origins.middleware), *cors(settings)],

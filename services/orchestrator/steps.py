@@ -30,6 +30,7 @@ from services.runtime.approvals.waiting import open_approval
 from services.runtime.base.metrics import CLARIFICATIONS
 from services.runtime.budgets import Ask, Budget, Meter, OverBudget
 from services.runtime.bus.core import Bus
+from services.runtime.bus.progress import emit_progress
 from services.runtime.requests.lifecycle import IllegalMove, Tracked
 from services.runtime.requests.outcomes import finish
 
@@ -93,7 +94,9 @@ class Steps:
         self, state: LoopState, message: Dispatch, tracked: Tracked, meter: Meter
     ) -> None:
         meter.hand_on()  # the worker spends under the step's hold; the request's end counts it
-        task = message.task.model_copy(update={"budget": meter.allowance()})
+        task = message.task.model_copy(
+            update={"budget": meter.allowance(), "push": tracked.value.push}
+        )
         detail = f"attempt {task.attempt} with {task.worker_type}"
         await self.progress(state, "attempt_started", detail, attempt=task.attempt)
         with in_attempt(state, task.attempt):
@@ -187,4 +190,8 @@ class Steps:
                 **fields,
             }
         )
-        await self.bus.emit(event, self.bus.subjects.progress(req.request_id, req.session_id))
+        # On the push subject too when a client is notified of it: the record as this process
+        # last moved it (each progress follows a write of it, which reads it again on a lost
+        # compare-and-set, so a `push` set by a gateway is seen from the next step on).
+        tracked = self.store.record(req.request_id)
+        await emit_progress(self.bus, event, push=tracked is not None and tracked.value.push)

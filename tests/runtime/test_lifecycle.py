@@ -119,6 +119,31 @@ async def test_the_first_end_stands_and_later_ones_get_it_back(kv: Any) -> None:
     assert again.value.outcome == done and again.revision == first.revision
 
 
+async def test_a_push_mark_is_seen_by_a_writer_it_beat_and_never_lands_on_an_end(
+    kv: Any,
+) -> None:
+    """The gateway marks a task for push notifications by compare-and-set: a producer that read
+    the record before the mark loses its write, reads again and ends it marked (so it pushes the
+    end); a record that ended first is returned unmarked (so the gateway pushes the end)."""
+    await place(kv, "mark", "working")
+    orch, gateway = Requests(kv, "orchestrator"), Requests(kv, "gateway")
+    stale = await orch.load("mark")
+    assert stale is not None and not stale.value.push
+    marked = await gateway.notify("mark")
+    assert marked is not None and marked.value.push and marked.value.state == "working"
+    done = RequestCompleted(
+        request_id="mark", session_id="p/s", status="completed", output="hi", route="direct"
+    )
+    ended, made = await orch.settle(done, known=stale)
+    assert made and ended.value.state == "completed" and ended.value.push
+    assert (await gateway.notify("mark")) == ended  # marked already: nothing written
+    await place(kv, "late", "completed")
+    before = await gateway.load("late")
+    late = await gateway.notify("late")
+    assert before is not None and late == before and not late.value.push
+    assert await gateway.notify("nobody") is None
+
+
 async def test_parking_keeps_its_questions_and_an_answer_clears_them(kv: Any) -> None:
     await place(kv, "park", "evaluating")
     asked = ClarificationRequested(

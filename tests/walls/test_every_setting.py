@@ -159,6 +159,7 @@ def values(tmp: Path, model: str, otlp: str, port: int) -> dict[str, str]:
         "SIDEKICK_GATEWAY_PORT": str(port),
         "SIDEKICK_AUTH_TOKENS": f"{token('alice')}:alice",
         "SIDEKICK_AUTH_TOKENS_FILE": str(tokens_file),
+        "SIDEKICK_A2A_PUSH": "true",
         "SIDEKICK_ALLOW_UNAUTHENTICATED": "true",
         "SIDEKICK_TOKEN": "secret-chat-token",
         "SIDEKICK_RATE_LIMIT_PER_MINUTE": "600",

@@ -16,6 +16,7 @@ import nats
 import pytest
 
 from contracts import Subjects
+from contracts.subjects import PUSHED
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials
 from services.runtime.bus.natslogin import variable
 from services.runtime.bus.topology import (
@@ -191,6 +192,49 @@ async def test_each_service_reads_only_its_own_buckets_and_consumers(
         ("gateway", s.worker_run_all),
     ):
         assert await users[user].refused_subscription(subject), f"{user} heard {subject}"
+
+
+async def test_only_a_requests_own_producers_may_publish_on_its_push_subjects(
+    users: dict[str, User],
+) -> None:
+    """The push outbox POSTs what it holds to clients' webhooks: a role that could publish
+    there could make Sidekick tell a client a task ended that never did."""
+    s = Subjects(NAMESPACE)
+    js = users[ADMIN].nc.jetstream()
+    before = (await js.stream_info(s.push_stream)).state.messages
+    denied = [
+        *(("evaluator", s.push("r1", what)) for what in PUSHED),
+        *(("workers", s.push("r1", what)) for what in PUSHED if what != "progress"),
+        ("gateway", s.push("r1", "progress")),
+        ("gateway", s.push("r1", "clarification")),
+        ("frontline", s.push("r1", "clarification")),
+        ("orchestrator", f"{s.namespace}.push.r1.text"),  # only the kinds the outbox takes
+        ("orchestrator", f"{s.namespace}.push.r1"),
+        # Nobody but the gateways takes (or drops, by acking) what the outbox holds.
+        *(
+            (other, f"$JS.API.CONSUMER.MSG.NEXT.{s.push_stream}.{durable_name(s, 'push')}")
+            for other in SERVICES
+            if other != "gateway"
+        ),
+        ("workers", f"$JS.ACK.{s.push_stream}.{durable_name(s, 'push')}.1.1.1.1.0"),
+        ("workers", f"$JS.API.CONSUMER.DELETE.{s.push_stream}.{durable_name(s, 'push')}"),
+        ("gateway", f"$JS.API.CONSUMER.DELETE.{s.push_stream}.{durable_name(s, 'push')}"),
+    ]
+    for user, subject in denied:
+        assert await users[user].denied(subject), f"{user} could publish {subject}"
+    assert await users["workers"].refused_subscription(s.push_all), "workers heard the outbox"
+    assert (await js.stream_info(s.push_stream)).state.messages == before  # none got in
+    # Each role's own: stored in the outbox.
+    allowed = [
+        ("orchestrator", s.push("r1", "clarification")),
+        ("frontline", s.push("r1", "completed")),
+        ("workers", s.push("r1", "progress")),
+        ("gateway", s.push("r1", "cancelled")),
+    ]
+    for user, subject in allowed:
+        ack = await users[user].nc.jetstream().publish(subject, b"{}", timeout=5)
+        assert ack.stream == s.push_stream, (user, subject)
+    assert (await js.stream_info(s.push_stream)).state.messages == before + len(allowed)
 
 
 def test_sidekick_up_gives_each_service_its_own_password_and_never_shows_one(

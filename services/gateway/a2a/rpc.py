@@ -7,10 +7,13 @@ gateway's bearer tokens, principals, size and rate limits.
     ListTasks                              the principal's tasks, newest first, by cursor
     CancelTask / tasks/cancel              cancel (TaskNotCancelable once it ended)
     SubscribeToTask / tasks/resubscribe    SSE: the task now, then its updates
+    Create/Get/List/DeleteTaskPushNotificationConfig  (0.3: tasks/pushNotificationConfig/
+                                           set|get|list|delete) a task's webhooks (push.py)
 
 Errors: -32700 parse, -32600 invalid request, -32601 unknown method, -32602 invalid params,
--32603 internal; -32001 TaskNotFound, -32002 TaskNotCancelable, -32003 PushNotificationNotSupported
-(every push-notification method), -32004 UnsupportedOperation, -32005 ContentTypeNotSupported,
+-32603 internal; -32001 TaskNotFound (also a push config that is not there), -32002
+TaskNotCancelable, -32003 PushNotificationNotSupported (every push-notification method, when
+SIDEKICK_A2A_PUSH is off), -32004 UnsupportedOperation, -32005 ContentTypeNotSupported,
 -32007 ExtendedAgentCardNotConfigured, -32009 VersionNotSupported (an A2A-Version header other
 than 1.x or 0.3).
 """
@@ -28,23 +31,28 @@ from starlette.routing import Route
 
 from contracts.a2a import StreamResponse
 from services.gateway.a2a import legacy
-from services.gateway.a2a.card import card
-from services.gateway.a2a.service import RpcError, TaskService
+from services.gateway.a2a.card import Offer, card
+from services.gateway.a2a.errors import RpcError
+from services.gateway.a2a.push import Pusher, Signer
+from services.gateway.a2a.service import TaskService
+from services.gateway.a2a.webhooks import Webhooks
 from services.gateway.core.auth import Auth
-from services.gateway.core.errors import GatewayError, RateLimited, Unauthorized
+from services.gateway.core.errors import GatewayError, RateLimited, Unauthorized, Unavailable
 from services.gateway.core.feed import Feed
 from services.gateway.core.http import MAX_BODY_BYTES, error_response, principal_of
 from services.gateway.core.intake import Intake
 from services.runtime.walls import jsonlimits
+from services.runtime.walls.egress import Egress
 
 Id = str | int | None
 STREAMING = {"SendStreamingMessage", "SubscribeToTask"}
 UNARY = {"SendMessage", "GetTask", "ListTasks", "CancelTask"}
-PUSH = {
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
+PushHandler = Callable[[Webhooks, dict[str, Any], str, bool], Awaitable[Any]]
+PUSH: dict[str, PushHandler] = {
+    "CreateTaskPushNotificationConfig": Webhooks.create,
+    "GetTaskPushNotificationConfig": Webhooks.get,
+    "ListTaskPushNotificationConfigs": Webhooks.list,
+    "DeleteTaskPushNotificationConfig": Webhooks.delete,
 }
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -69,19 +77,37 @@ def refused(id_: Id, exc: GatewayError) -> Response:
 
 
 class A2AApi:
-    def __init__(self, intake: Intake, auth: Auth, feed: Feed) -> None:
+    def __init__(
+        self, intake: Intake, auth: Auth, feed: Feed, offer: Offer, egress: Egress
+    ) -> None:
         self.auth = auth
-        self.tasks = TaskService(intake, feed)
+        self.offer = offer
+        self.webhooks = Webhooks(intake, egress, offer.push)
+        self.pusher = Pusher(self.webhooks, Signer())
+        self.tasks = TaskService(intake, feed, self.webhooks)
+        self.pusher.register()
 
     def routes(self) -> list[Route]:
         return [
             Route("/.well-known/agent-card.json", self.card, methods=["GET"]),
             Route("/.well-known/agent.json", self.card, methods=["GET"]),
+            # Beside the endpoint too: some clients look for the card under the URL they call
+            # (the A2A conformance kit's access-control check does).
+            Route("/a2a/.well-known/agent-card.json", self.card, methods=["GET"]),
             Route("/a2a", self.call, methods=["POST"]),
+            Route("/.well-known/jwks.json", self.jwks, methods=["GET"]),
         ]
 
+    async def jwks(self, request: Request) -> Response:
+        """The public keys the push notifications' JWTs are signed with (every gateway's)."""
+        try:
+            keys = await self.pusher.jwks()
+        except Exception as exc:
+            return error_response(Unavailable(f"The keys cannot be read now ({exc!r})."))
+        return JSONResponse(keys, headers={"cache-control": "max-age=300"})
+
     async def card(self, request: Request) -> Response:
-        found = card(str(request.base_url), self.auth.required)
+        found = card(str(request.base_url), self.auth.required, self.offer)
         return JSONResponse(found.wire(), headers={"cache-control": "max-age=300"})
 
     async def call(self, request: Request) -> Response:
@@ -131,7 +157,8 @@ class A2AApi:
         self, id_: Id, name: str, params: dict[str, Any], principal: str, old: bool
     ) -> Response:
         if name in PUSH:
-            raise RpcError(-32003, "Push notifications are not supported; poll or stream.")
+            result = await PUSH[name](self.webhooks, params, principal, old)
+            return JSONResponse({"jsonrpc": "2.0", "id": id_, "result": result})
         if name == "GetExtendedAgentCard":
             raise RpcError(-32007, "There is no extended agent card; the public one is all.")
         if name in STREAMING:

@@ -52,6 +52,62 @@ STATES: dict[RequestState, TaskState] = {
 }
 ANSWER = "answer"
 SOURCES = "sources"
+# The worker kinds in a client's words (a progress text never shows the internal kind's name).
+DOING: dict[str, str] = {
+    "SEARCH": "searching the web",
+    "RESEARCH": "researching",
+    "EMAIL": "drafting the email",
+    "GENERAL": "working on the answer",
+    "TOOLS": "using tools",
+}
+# A research worker's steps (their details are written for people: "searching: a; b").
+STEPS = {"planning", "researching", "synthesizing", "validating"}
+SHOWN = 300  # characters of the evaluator's feedback a progress text shows
+
+
+def doing(worker: str | None) -> str:
+    return DOING.get(worker or "", "working on it")
+
+
+def progress_text(event: Progress) -> str:
+    """What a step means to the client, without the prompts and kinds it was made from (the
+    orchestrator's `decided` detail is the task it wrote for the worker, for instance)."""
+    attempt = f" (attempt {event.attempt})" if event.attempt and event.attempt > 1 else ""
+    if event.stage == "direct":
+        return "Answering."
+    if event.stage == "routed":
+        return "Deciding how to handle this."
+    if event.stage in ("decided", "attempt_started"):
+        return f"{doing(event.worker_type).capitalize()}{attempt}."
+    if event.stage == "attempt_finished":
+        return f"Checking the answer{attempt}."
+    if event.stage == "evaluated":
+        if event.passed:
+            return "The answer passed its check."
+        feedback = (event.feedback or "").strip()[:SHOWN]
+        return "The answer needs another try" + (f": {feedback}" if feedback else ".")
+    if event.stage == "retrying":
+        return "Trying again."
+    if event.tool is not None:
+        return f"Used the tool {event.tool.name}."
+    if event.workflow_status in STEPS and event.detail:
+        return event.detail[:SHOWN]
+    return f"{doing(event.worker_type).capitalize()}."
+
+
+def record_text(record: RequestRecord) -> str | None:
+    """A working task's status message, from its record, in the same words."""
+    if record.status in STEPS and record.detail:
+        return record.detail[:SHOWN]
+    if record.state == "direct":
+        return "Answering."
+    if record.state in ("routed", "decided"):
+        return "Deciding how to handle this."
+    if record.state == "evaluating":
+        return "Checking the answer."
+    if record.state == "working":
+        return f"{doing(record.worker_type).capitalize()}."
+    return None
 
 
 def state_of(record: RequestRecord) -> TaskState:
@@ -88,8 +144,8 @@ def task_of(record: RequestRecord, history_length: int | None = None) -> Task:
         message = agent_says(ids, outcome.error, "error")
     elif isinstance(outcome, RequestCancelled):
         message = agent_says(ids, f"Cancelled: {outcome.reason}.", "cancelled")
-    elif record.detail and state == "TASK_STATE_WORKING":
-        message = agent_says(ids, record.detail, "status")
+    elif state == "TASK_STATE_WORKING" and (said := record_text(record)):
+        message = agent_says(ids, said, "status")
     artifacts = artifacts_of(outcome) if isinstance(outcome, RequestCompleted) else None
     user = says(ids, "request", Part(text=record.text), role="ROLE_USER")
     history = [user] if history_length is None or history_length > 0 else []
@@ -168,7 +224,7 @@ class Updates:
             part = Artifact(artifact_id=ANSWER, name="answer", parts=[Part(text=event.text)])
             return [self.artifact(part, append=not first, last=False)]
         if isinstance(event, Progress) and event.stage != "accepted":
-            said = event.detail or event.stage.replace("_", " ")
+            said = progress_text(event)
             return [
                 self.status("TASK_STATE_WORKING", agent_says(self.ids, said, event.event_id), ts)
             ]

@@ -17,11 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from opentelemetry import trace
 
-from contracts import (
-    CancelRequested,
-    Outcome,
-    RequestRecord,
-)
+from contracts import CancelRequested, Outcome, RequestRecord
 from services.gateway.core import answers, approving
 from services.gateway.core.copies import SessionCopies
 from services.gateway.core.deliveries import Deliveries
@@ -252,7 +248,13 @@ class Intake:
         seen = self.deliveries.take(session_id) if self.deliveries else []
         try:
             place = await lanes.claim(
-                self.bus, session_id, request_id, new.if_busy, known=session, delivered=seen
+                self.bus,
+                session_id,
+                request_id,
+                new.if_busy,
+                known=session,
+                delivered=seen,
+                aside=new.parked_aside,
             )
         except lanes.Busy:
             self.limits.release(request_id)
@@ -279,6 +281,7 @@ class Intake:
             history=new.history,
             frontend_tools=new.frontend_tools,
             context=new.context,
+            push=new.push,
             replay=new.replay,
             state="accepted" if place.position == 0 else "queued",
             status="started",

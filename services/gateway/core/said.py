@@ -57,6 +57,11 @@ class Submission:
     on_parked: OnParked = "answer"
     frontend_tools: list[FrontendTool] = field(default_factory=list)  # the client runs these
     context: list[ContextItem] = field(default_factory=list)  # the client app's, as data
+    # The session's requests parked on the user step out of its lane, so this one need not wait
+    # for their answers (A2A: a context holds several tasks; services/runtime/requests/lanes.py).
+    parked_aside: bool = False
+    # A client is notified of it (A2A push notifications: its webhook is kept already).
+    push: bool = False
     replay: Replay | None = None  # a replay of a recorded request (services/gateway/requests/)
 
 

@@ -65,7 +65,7 @@ SidekickError                        everything Sidekick raises on purpose
  |    +-- Busy                       409 busy: `reject`: the session answers another request
  |    +-- RateLimited                429 rate_limited: per-minute limit or concurrency cap
  |    +-- Unavailable                503 unavailable: the bus did not take the message
- +-- RpcError                        gateway/a2a/service.py: an A2A error, its JSON-RPC code
+ +-- RpcError                        gateway/a2a/errors.py: an A2A error, its JSON-RPC code
  |
  |  workers/errors.py                the worker kinds that call outside services
  +-- WorkerError                     carries `retryable`: may the same attempt succeed re-run?

@@ -315,6 +315,10 @@ class Settings(BaseSettings):
     ws_idle_timeout: float = Field(
         default=3600.0, gt=0, description="Seconds a WebSocket may stay without a client frame."
     )
+    a2a_push: bool = Field(
+        default=True,
+        description="A2A push notifications: task updates POSTed to the webhooks clients name.",
+    )
     egress_allow: str = Field(
         default="",
         description="host:port entries exempt from the egress check (operator-trusted).",

@@ -3,6 +3,8 @@
 - core.py: `Bus`, a service's binding to NATS and JetStream: publishing with dedupe keys, and
   the wrapper every durable handler runs in (acks, heartbeats, poison, dead letters).
 - consumer.py: a durable consumer read with a standing pull.
+- progress.py: a request's progress as producers publish it (and on its push subject when a
+  client is notified of the request).
 - kvstore.py: KV compare-and-set and key encoding.
 - topology.py: the streams, buckets and consumers, what each role may use of them, and the
   bootstrap step that creates them.

@@ -242,9 +242,8 @@ class Bus:
         s = self.subjects
         if subject.startswith(f"{s.namespace}.out.") and subject.endswith(TERMINAL_SUFFIXES):
             return s.results_stream
-        if subject.startswith(f"{s.namespace}.deadletter."):
-            return s.deadletter_stream
-        return s.work_stream
+        first = subject.removeprefix(f"{s.namespace}.").split(".", 1)[0]
+        return {"deadletter": s.deadletter_stream, "push": s.push_stream}.get(first, s.work_stream)
 
     async def dead_letter(
         self, source: str, reason: str, data: bytes, headers: dict[str, str]
@@ -278,7 +277,6 @@ class Bus:
             raise ValueError(
                 f"consumer {consumer!r} of {subject} is not in services/runtime/bus/topology.py"
             )
-        durable = topology.durable_name(self.subjects, consumer)
         acked, seconds = BUS_HANDLED.labels(consumer, "acked"), BUS_SECONDS.labels(consumer)
         in_progress = BUS_IN_PROGRESS.labels(consumer)
 
@@ -292,7 +290,11 @@ class Bus:
                     BUS_HANDLED.labels(consumer, result).inc()
                 seconds.observe(time.perf_counter() - started)
 
-        self._durables.append((subject, durable, deliver))
+        self._durables.append((subject, consumer, deliver))
+
+    def pushes(self, consumer: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
+        """PUSH's durable `consumer` (topology.push_consumers), read raw: `deliver` acks."""
+        self._durables.append((self.subjects.push_any("*"), consumer, deliver))
 
     def consume(self, subject: str, model: type[E], handler: Consumes[E], *, consumer: str) -> None:
         """`durable()` for a handler object: its `handle`, and its `exhausted` at the end."""
@@ -307,9 +309,9 @@ class Bus:
         for subject, queue, handler in self._listeners:
             await self.nc.subscribe(subject, queue=queue, cb=handler)
         capacity = self.settings.max_concurrency
-        for subject, durable, deliver in self._durables:
-            stream = self._stream_for(subject)
-            consumer = Consumer(self.nc, stream, durable, capacity, deliver)
+        for subject, name, deliver in self._durables:
+            durable = topology.durable_name(self.subjects, name)
+            consumer = Consumer(self.nc, self._stream_for(subject), durable, capacity, deliver)
             await consumer.start()
             self._consumers.append(consumer)
         if self._consumers:

@@ -122,6 +122,13 @@ def permissions(service: str, namespace: str) -> Permissions:
             f"{api}.CONSUMER.MSG.NEXT.{s.work_stream}.{durable}",
             f"$JS.ACK.{s.work_stream}.{durable}.>",
         ]
+    for consumer in role.push_consumers:
+        durable = topology.durable_name(s, consumer)
+        publish += [
+            f"{api}.CONSUMER.INFO.{s.push_stream}.{durable}",
+            f"{api}.CONSUMER.MSG.NEXT.{s.push_stream}.{durable}",
+            f"$JS.ACK.{s.push_stream}.{durable}.>",
+        ]
     for bucket in sorted({*role.reads, *role.writes, *role.watches}):
         stream = f"KV_{s.bucket(bucket)}"
         publish += [f"{api}.STREAM.INFO.{stream}"]

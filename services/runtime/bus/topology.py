@@ -54,6 +54,12 @@ BUCKETS: dict[str, float] = {
     "preferences": 0,
     # What processes learned about each model endpoint (llm/modes.py): a day, then learned anew.
     "endpoints": DAY,
+    # A2A push notifications (services/gateway/a2a/push.py): each task's webhook configs, each
+    # delivery's claim (one per event and config: at most one POST), and the public keys the
+    # gateways sign them with (served at /.well-known/jwks.json).
+    "push": 30 * DAY,
+    "pushed": 7 * DAY,
+    "pushkeys": 2 * DAY,
 }
 
 
@@ -68,6 +74,8 @@ class Role:
     watches: tuple[str, ...] = ()  # buckets it follows with a watcher (an ephemeral consumer)
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
+    # Its durable consumers of the PUSH stream (push_consumers below).
+    push_consumers: tuple[str, ...] = field(default=())
     reads_streams: tuple[str, ...] = field(default=())  # streams it reads messages of by sequence
     # Streams it follows with ordered ephemeral consumers (the gateway's re-attachable streams).
     follows_streams: tuple[str, ...] = field(default=())
@@ -103,15 +111,53 @@ ORCHESTRATOR_BUCKETS = (
 )
 
 
+def push_consumers(s: Subjects) -> dict[str, list[str]]:
+    """Every durable consumer of the PUSH stream and the subjects it takes: `push`, the A2A
+    push notifications' outbox, read by the gateways. Only a request a client asked to be
+    notified of is published there (its record's `push`), so a request without a webhook costs
+    the outbox nothing (services/gateway/a2a/push.py)."""
+    return {"push": [s.push_all]}
+
+
 def roles(s: Subjects) -> dict[str, Role]:
-    outcomes = tuple(s.out_any(what) for what in ("completed", "failed", "cancelled"))
+    ends = ("completed", "failed", "cancelled")
+    outcomes = tuple(s.out_any(what) for what in ends)
     return {
         "gateway": Role(
             # parked: the approvals waiting now (an operator's queue, /api/approvals).
-            reads=("sessions", "status", "index", "preferences", "approvals", "budgets", "parked"),
-            writes=("sessions", "status", "index", "preferences", "approvals"),
-            watches=("index", "parked"),
-            publish=(s.chat_requested, s.request_answered, s.request_cancel, s.ping),
+            # push, pushed, pushkeys: A2A push notifications (configs, deliveries, keys).
+            reads=(
+                "sessions",
+                "status",
+                "index",
+                "preferences",
+                "approvals",
+                "budgets",
+                "parked",
+                "push",
+                "pushed",
+                "pushkeys",
+            ),
+            writes=(
+                "sessions",
+                "status",
+                "index",
+                "preferences",
+                "approvals",
+                "push",
+                "pushed",
+                "pushkeys",
+            ),
+            watches=("index", "parked", "pushkeys"),
+            push_consumers=("push",),
+            # push.*.<end>: the end of a task that had ended when its first webhook was kept.
+            publish=(
+                s.chat_requested,
+                s.request_answered,
+                s.request_cancel,
+                s.ping,
+                *(s.push_any(w) for w in ends),
+            ),
             subscribe=(s.out_all, s.pong_all),
             reads_streams=(s.outbox_stream, s.results_stream),
             follows_streams=(s.results_stream,),
@@ -129,6 +175,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.out_any("text"),
                 s.out_any("progress"),
                 *outcomes,
+                *(s.push_any(w) for w in ("progress", *ends)),
                 s.pong("frontline"),
             ),
             subscribe=(s.request_cancel, s.ping),
@@ -145,6 +192,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.out_any("progress"),
                 s.out_any("clarification"),
                 *outcomes,
+                *(s.push_any(w) for w in ("progress", "clarification", *ends)),
                 s.pong("orchestrator"),
             ),
             # The server's advisory when a message ran out of deliveries, and that message.
@@ -166,6 +214,7 @@ def roles(s: Subjects) -> dict[str, Role]:
                 s.worker_completed,
                 s.out_any("progress"),
                 s.out_any("step"),
+                s.push_any("progress"),
                 s.outbox_all,
                 s.pong("workers"),
             ),
@@ -211,7 +260,33 @@ def stream_configs(s: Subjects) -> list[StreamConfig]:
             max_age=30 * DAY,
             duplicate_window=10 * 60,
         ),
+        # The push notifications' outbox: an event leaves it once delivered (or given up on).
+        StreamConfig(
+            name=s.push_stream,
+            subjects=[s.push_all],
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+            max_age=7 * DAY,
+            duplicate_window=10 * 60,
+        ),
     ]
+
+
+PUSH_DELIVERIES = 12  # deliveries of one event to the push outbox (its webhooks' retries)
+
+
+def push_consumer_config(s: Subjects, consumer: str, settings: Settings) -> ConsumerConfig:
+    name = durable_name(s, consumer)
+    return ConsumerConfig(
+        name=name,
+        durable_name=name,
+        filter_subjects=push_consumers(s)[consumer],
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=settings.ack_wait,
+        max_deliver=PUSH_DELIVERIES,
+        max_ack_pending=settings.max_concurrency * 4,
+        deliver_policy=DeliverPolicy.ALL,
+    )
 
 
 def consumer_config(s: Subjects, consumer: str, settings: Settings) -> ConsumerConfig:
@@ -258,6 +333,8 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
             await _republish(js, f"KV_{s.bucket(name)}", republish)
     for consumer in consumers(s):
         await js.add_consumer(s.work_stream, consumer_config(s, consumer, settings))
+    for consumer in push_consumers(s):
+        await js.add_consumer(s.push_stream, push_consumer_config(s, consumer, settings))
     log.info("bus topology of namespace %s is in place", settings.namespace)
 
 
@@ -301,6 +378,8 @@ async def bind(
             buckets = {name: await js.key_value(s.bucket(name)) for name in names}
             for consumer in role.consumers:
                 await js.consumer_info(s.work_stream, durable_name(s, consumer))
+            for consumer in role.push_consumers:
+                await js.consumer_info(s.push_stream, durable_name(s, consumer))
             if said:
                 log.info("the bus topology is in place; going on")
             return buckets

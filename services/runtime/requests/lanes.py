@@ -15,6 +15,12 @@ to `active`). Every change is a compare-and-set on that one key:
                              and once the end is published, `start()` moves it queued ->
                              accepted and publishes its `chat.requested`
 
+A request parked on the user (a question, an approval) holds the lane, so what comes next waits
+for its answer, unless the session's requests park aside (`parked_aside`, set by a claim that
+asks for it: A2A, where a context holds several tasks): then parking hands the lane on as an end
+does, a new claim finds a parked `active` and steps it aside, and an answered request goes on
+outside the lane, beside whatever runs then.
+
 A free session costs nothing extra: the gateway reads the session's record anyway (a parked
 question may be answered) and the claim is the one write that reading earns; the end's session
 update was already there. A crash is covered: a re-run of an end starts `active` again when
@@ -38,7 +44,7 @@ from services.runtime.base.errors import SidekickError
 from services.runtime.base.telemetry import current_trace_id
 from services.runtime.bus.core import Bus, msg_id
 from services.runtime.bus.kvstore import Versioned, get_model, key_for, write_if
-from services.runtime.requests.lifecycle import STATUS, IllegalMove, Tracked, records
+from services.runtime.requests.lifecycle import PARKED, STATUS, IllegalMove, Tracked, records
 
 IF_BUSY: tuple[IfBusy, ...] = get_args(IfBusy)
 STALE = timedelta(seconds=60)
@@ -113,10 +119,12 @@ async def claim(
     mode: IfBusy,
     known: Session | None = None,
     delivered: list[str] | tuple[str, ...] = (),
+    aside: bool = False,
 ) -> Claim:
     """Put a new request in its session's lane (compare-and-set, from `known` when the caller
     has just read the session), noting in the same write the results a client has seen
-    (`delivered`). Raises Busy for `reject` when the session is busy."""
+    (`delivered`). `aside`: the session's parked requests step out of the lane, from now on
+    and the one parked now. Raises Busy for `reject` when the session is busy."""
     for _ in range(ATTEMPTS):
         fresh = known is None
         session = known if known is not None else await load(bus, session_id)
@@ -124,10 +132,12 @@ async def claim(
         lane, start = session.value, None
         now = utcnow()
         busy = lane.active is not None and lane.active != request_id
-        if busy and await _stale(bus, lane, now):
+        if busy and await _stale(bus, lane, now, aside=aside):
             assert lane.active is not None
             lane = ended(lane, lane.active, now)
             start = lane.active
+        if aside and not lane.parked_aside:
+            lane = lane.model_copy(update={"parked_aside": True})
         if request_id in (lane.active, *lane.queued):  # a retried claim that was written
             return Claim(session, None, 0, (), None)
         if delivered:
@@ -147,15 +157,15 @@ async def claim(
     raise RuntimeError(f"could not queue a request in session {session_id} (contention)")
 
 
-async def _stale(bus: Bus, lane: SessionRecord, now: datetime) -> bool:
+async def _stale(bus: Bus, lane: SessionRecord, now: datetime, *, aside: bool) -> bool:
     """Whether the active request no longer holds the session: it ended (its end never
-    reached the lane), or its record never appeared."""
+    reached the lane), its record never appeared, or (`aside`) it is parked on the user."""
     assert lane.active is not None
     tracked = await records(bus).load(lane.active)
     if tracked is None:
         since = lane.active_since or now
         return now - since > STALE
-    return tracked.value.ended
+    return tracked.value.ended or (aside and tracked.value.state in PARKED)
 
 
 def request_of(tracked: Tracked, session_turns: list[Turn] | None = None) -> ChatRequested:

@@ -215,6 +215,23 @@ class Requests:
                 return Versioned(hidden, revision)
         raise RuntimeError(f"could not hide request {request_id} (contention)")
 
+    async def notify(self, request_id: str) -> Tracked | None:
+        """Mark the request as one a client is notified of (`push`: its steps, questions and
+        end go on its push subjects too), in whatever state it is but an end: not a move, so
+        any actor's moves keep going around it. A mover whose write loses to this one reads
+        the record again and sees the mark; one that ended the request first is seen here
+        (the record is returned ended and unmarked: the caller pushes the end itself). None:
+        no such request."""
+        for _ in range(self.ATTEMPTS):
+            current = await self.load(request_id)
+            if current is None or current.value.push or current.value.ended:
+                return current
+            marked = current.value.model_copy(update={"push": True})
+            revision = await write_if(self.kv, request_id, marked, current.revision)
+            if revision is not None:
+                return Versioned(marked, revision)
+        raise RuntimeError(f"could not mark request {request_id} as notified (contention)")
+
     async def end(self, outcome: Outcome, *, known: Tracked | None = None) -> Tracked:
         """Record how the request ended (or that it waits for the user). The first end stands:
         when the request has already ended, or already waits with its questions, its record is

@@ -2,7 +2,9 @@
 request's record (the first end stands), update the session's record (history, parked request,
 results not yet seen by a client, the session's lane), publish the outcome to the gateways
 once (by the call that recorded it: the lifecycle's compare-and-set lets one call do that), and
-then start the session's next queued request (services/runtime/requests/lanes.py)."""
+on its push subject too when the record says a client is notified of it (`push`: A2A push
+notifications, services/gateway/a2a/push.py), and then start the session's next queued request
+(services/runtime/requests/lanes.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +57,20 @@ def _subject(bus: Bus, event: Outcome) -> str:
     return s.request_cancelled(rid, sid)
 
 
+def _step(event: Outcome) -> str:
+    return f"clarify:{event.event_id}" if isinstance(event, ClarificationRequested) else "final"
+
+
+async def push(bus: Bus, event: Outcome) -> None:
+    """The outcome on its request's push subject too (`<ns>.push.<request>.<what>`), for a
+    request a client is notified of: the PUSH stream keeps it until the gateways' `push`
+    consumer has POSTed it. Whoever publishes it (the call that recorded it, or the gateway
+    that set `push` on a request already ended) uses the same dedupe key: stored once."""
+    what = _subject(bus, event).rsplit(".", 1)[1]
+    key = msg_id(event.request_id, f"push.{_step(event)}")
+    await bus.publish(event, bus.subjects.push(event.request_id, what), dedupe_key=key)
+
+
 async def finish(
     bus: Bus,
     event: Outcome,
@@ -78,6 +94,7 @@ async def finish(
         event = event.model_copy(update={"trace_id": current_trace_id()})
     due: str | None = None
     session_now: SessionRecord | None = None
+    pushed = False  # a client is notified of it (the record's `push`, as this write found it)
     try:
         ended, moved = await records(bus).settle(event, known=known, via=via, **(changes or {}))
     except IllegalMove as exc:
@@ -89,6 +106,7 @@ async def finish(
         moved = True
     else:
         record = ended.value
+        pushed = record.push
         if record.outcome is None:  # cannot happen: settle() stores an outcome with each end
             return None
         winner = record.outcome
@@ -109,8 +127,10 @@ async def finish(
             REQUESTS.labels(outcome, route).inc()
             took = (record.updated_at - record.created_at).total_seconds()
             REQUEST_DURATION.labels(outcome, route).observe(took)
-    step = f"clarify:{winner.event_id}" if isinstance(winner, ClarificationRequested) else "final"
+    step = _step(winner)
     await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
+    if pushed:
+        await push(bus, winner)
     if due is not None:  # after the end is out, so no client sees the next one's first
         await lanes.start(bus, due, session_now)
     return winner

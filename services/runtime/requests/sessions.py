@@ -63,7 +63,8 @@ async def write_session(
 def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> SessionRecord | None:
     """The session once `event` ended (or parked) one of its requests: the turn added, the
     parked request set or cleared, the request noted as not yet seen by a client, and, when it
-    ended, the session's next queued request made active (services/runtime/requests/lanes.py)."""
+    ended (or parked, in a session whose requests park aside), the session's next queued request
+    made active (services/runtime/requests/lanes.py)."""
     rid = event.request_id
     original = record
     turns = list(record.turns)
@@ -77,6 +78,8 @@ def after_outcome(record: SessionRecord, event: Outcome, user_message: str) -> S
     parked = record.parked
     if isinstance(event, ClarificationRequested):
         parked = rid
+        if record.parked_aside:  # it waits outside the lane: the next request runs meanwhile
+            record = ended(record, rid, utcnow())
     else:
         if parked == rid:
             parked = None

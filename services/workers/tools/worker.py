@@ -12,6 +12,7 @@ from contracts import Progress, ToolUse, WorkerResult, WorkerTask
 from services.runtime.approvals.policy import Policy
 from services.runtime.base.errors import MODEL_ERRORS
 from services.runtime.budgets.asks import reply_limit
+from services.runtime.bus.progress import emit_progress
 from services.runtime.llm import BudgetGuard, ChatReply
 from services.runtime.llm.prompts import conversation
 from services.runtime.walls.egress import Egress
@@ -174,7 +175,7 @@ class ToolsWorker:
             tool=use,
         )
         try:
-            await self.bus.emit(step, self.bus.subjects.progress(task.request_id, task.session_id))
+            await emit_progress(self.bus, step, push=task.push)
         except Exception as exc:  # progress is for show; the call itself went through
             log.warning("could not report a tool call of %s: %r", task.request_id, exc)
 
