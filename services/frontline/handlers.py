@@ -85,7 +85,8 @@ class Frontline:
             await self._route(req, history, PLANNED, push=tracked.value.push)
             return
         if req.replay is not None:  # a replay: the recorded route stands, no model asked
-            await self._route(req, history, f"replay of {req.replay.of}: {req.replay.reason}")
+            reason = f"replay of {req.replay.of}: {req.replay.reason}"
+            await self._route(req, history, reason, push=tracked.value.push)
             return
         if req.frontend_tools:  # only the TOOLS worker's model can call the client's tools
             await self._route(req, history, FRONTEND, push=tracked.value.push)
