@@ -15,13 +15,14 @@ from a2a.types.a2a_pb2 import TaskState
 from playwright.async_api import expect
 
 from contracts.approvals import digest_of
+from tests.support.agui import run_input
 from tests.support.approvals import answer, asked_to_email, emails_asked, feedback
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, bearer, token
 from tests.support.harness import System
 from tests.support.page import chromium, send, shot
-from tests.support.protocols import ag_ui_run, run_chat, run_input, say, transport
+from tests.support.protocols import ag_ui_run, run_chat, say, transport
 from tests.support.scripts import EMAIL_BODY as BODY
 from tests.support.scripts import script_email
 from tests.support.systems import Systems

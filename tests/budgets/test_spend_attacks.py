@@ -34,7 +34,7 @@ from contracts import Subjects
 from services.runtime.budgets.accounts import Day, day_key
 from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.budgets.leases import LEASE
-from tests.support.budgets import as_estimated, bucket, hello_race
+from tests.support.budgets import as_estimated, bucket, ended_or_refused, hello_race
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient, api
 from tests.support.harness import Conversation, System
@@ -169,14 +169,7 @@ async def test_dense_text_racing_for_a_day_never_passes_it(
         async with AuthClient(spending.ws_url, "sybil", events=True) as sybil:
             frame = {"uuid": sybil.uuid, "message": CJK}  # 48 KB as UTF-8, not \u-escaped
             await sybil.send(json.dumps(frame, ensure_ascii=False))
-            frames = await sybil.frames_until(lambda f: f.get("event") == "ack" or "error" in f)
-            if "error" in frames[-1]:
-                refused.append(frames[-1]["error"])
-                return None
-            convo = await sybil.until_end_of(str(frames[-1]["request_id"]))
-            if convo.end["status"] == "failed":
-                refused.append(convo.errors[-1])
-            return convo
+            return await ended_or_refused(sybil, refused)
 
     racing = asyncio.gather(*(one() for _ in range(8)))
     try:

@@ -22,10 +22,11 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from services.runtime.bus.core import OUTAGE_ERRORS
+from tests.support.agui import run_input
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import Client, System
 from tests.support.natscluster import ClusterSystem, NatsCluster, finals_by_request
-from tests.support.protocols import ag_ui_stream, run_input
+from tests.support.protocols import ag_ui_stream
 from tests.support.scripts import last_user, verdict
 from tests.support.sse import events
 from tests.support.systems import Systems

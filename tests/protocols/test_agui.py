@@ -6,15 +6,16 @@ connection and after the gateway it was read from was SIGKILLed."""
 from __future__ import annotations
 
 import asyncio
-from itertools import groupby, takewhile
+from itertools import groupby
 from typing import Any
 
 import httpx
 
+from tests.support.agui import run_input, text, unframed
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
-from tests.support.protocols import Reader, ag_ui_run, ag_ui_stream, read, run_input
+from tests.support.protocols import Reader, ag_ui_run, ag_ui_stream, read
 from tests.support.scripts import decide_tools, held, tool_results, verdict
 from tests.support.sse import Sse
 
@@ -26,10 +27,6 @@ def kinds(got: list[Sse]) -> list[str]:
 
 def steps(got: list[Sse]) -> list[str]:
     return [e.json["stepName"] for e in got if e.json["type"] == "STEP_STARTED"]
-
-
-def text(got: list[Sse]) -> str:
-    return "".join(e.json["delta"] for e in got if e.json["type"] == "TEXT_MESSAGE_CONTENT")
 
 
 def ids(got: list[Sse]) -> list[tuple[int, int]]:
@@ -173,18 +170,6 @@ async def test_a_model_failure_ends_the_run_with_run_error(
     assert error["type"] == "RUN_ERROR"
     assert error["code"] == "llm_unavailable"
     assert error["message"]
-
-
-def unframed(got: list[Sse], run_id: str) -> list[Sse]:
-    """A re-attached stream's events after the cut. The stream opens with the framing a fresh
-    client needs, sent again without ids: the run's RUN_STARTED (and what was open at the cut);
-    every event after that has its id."""
-    framing = list(takewhile(lambda e: e.id is None, got))
-    assert framing and framing[0].json["type"] == "RUN_STARTED"
-    assert framing[0].json["runId"] == run_id
-    rest = got[len(framing) :]
-    assert all(e.id is not None for e in rest)
-    return rest
 
 
 async def reattached(base: str, run_id: str, last: str | None) -> list[Sse]:

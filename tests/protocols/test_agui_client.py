@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from tests.support.agui import BOOKING, read
 from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.gateway_client import bearer, token, tokens_env
 from tests.support.harness import SERVICES, System, llm_env
-from tests.support.scripts import tool_results
+from tests.support.scripts import books, tool_results
 
 CLIENT = Path(__file__).parent / "agui_client"
 WHO = "ella"
@@ -140,6 +141,38 @@ def holding(fake_llm: FakeOpenAI, answer: str) -> threading.Event:
     return release
 
 
+@dataclass
+class Held:
+    """A re-attach flow whose worker's answer waits on `release`."""
+
+    system: System
+    run: Flow
+    release: threading.Event
+    run_id: str
+    answer: str
+
+    async def re_attached_once(self, got: dict[str, Any]) -> None:
+        """The client re-attached, saw every event of the run once, and its answer whole."""
+        assert got["again"] == "ok"
+        seen_once_each(got["before"], got["rest"], await replayed(self.system, self.run_id))
+        assert got["texts"] == [self.answer]
+
+
+@asynccontextmanager
+async def held_flow(
+    system: System, fake_llm: FakeOpenAI, name: str, text: str, answer: str
+) -> AsyncIterator[Held]:
+    """flows.mjs's `name` flow sending `text`, routed, stopping at its first attempt; the
+    worker's `answer` waits until released, at the latest on the way out."""
+    release = holding(fake_llm, answer)
+    cfg = ids()
+    try:
+        async with flow(system, name, text=text, until="attempt 1", **cfg) as run:
+            yield Held(system, run, release, cfg["runId"], answer)
+    finally:
+        release.set()
+
+
 async def test_a_run_through_the_official_client(agui_system: System) -> None:
     async with flow(agui_system, "direct", text="Hello, how are you?", **ids()) as run:
         got = await run.line()
@@ -153,58 +186,36 @@ async def test_a_run_through_the_official_client(agui_system: System) -> None:
 async def test_the_client_re_attaches_after_a_dropped_connection(
     agui_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    release = holding(fake_llm, "Done at last.")
-    cfg = ids()
-    try:
-        async with flow(
-            agui_system, "drop", text="Please route: slow work", until="attempt 1", **cfg
-        ) as run:
-            dropped = await run.line()
-            assert dropped["dropped"]
-            release.set()  # the answer comes while no client is connected
-            await run.go()
-            got = await run.line()
-    finally:
-        release.set()
-    assert got["again"] == "ok"
-    seen_once_each(got["before"], got["rest"], await replayed(agui_system, cfg["runId"]))
-    assert got["texts"] == ["Done at last."]  # the client's message, whole and once
+    drop = ("drop", "Please route: slow work", "Done at last.")
+    async with held_flow(agui_system, fake_llm, *drop) as held:
+        run, release = held.run, held.release
+        dropped = await run.line()
+        assert dropped["dropped"]
+        release.set()  # the answer comes while no client is connected
+        await run.go()
+        got = await run.line()
+    await held.re_attached_once(got)  # the client's message, whole and once
 
 
 async def test_the_client_re_attaches_after_the_gateway_is_killed(
     agui_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    release = holding(fake_llm, "Survived.")
-    cfg = ids()
-    try:
-        async with flow(
-            agui_system, "kill", text="Please route: survive a crash", until="attempt 1", **cfg
-        ) as run:
-            await run.line()
-            agui_system.kill("gateway")  # mid-stream, with no goodbye
-            await run.go()
-            dropped = await run.line()
-            assert dropped["error"]  # the client saw its stream die
-            await asyncio.to_thread(agui_system.restart, "gateway")
-            release.set()
-            await run.go()
-            got = await run.line()
-    finally:
+    kill = ("kill", "Please route: survive a crash", "Survived.")
+    async with held_flow(agui_system, fake_llm, *kill) as held:
+        run, release = held.run, held.release
+        await run.line()
+        agui_system.kill("gateway")  # mid-stream, with no goodbye
+        await run.go()
+        dropped = await run.line()
+        assert dropped["error"]  # the client saw its stream die
+        await asyncio.to_thread(agui_system.restart, "gateway")
         release.set()
-    assert got["again"] == "ok"
-    seen_once_each(got["before"], got["rest"], await replayed(agui_system, cfg["runId"]))
-    assert got["texts"] == ["Survived."]
+        await run.go()
+        got = await run.line()
+    await held.re_attached_once(got)
     # The client's teardown rethrows the dead connection's error, unhandled (flows.mjs says
     # why); nothing else went unhandled.
     assert set(got["unhandled"]) <= {"terminated"}
-
-
-def books(body: dict[str, Any]) -> Reply | str:
-    results = tool_results(body)
-    if not results:
-        asked = tool_call("confirm_booking", {"people": 2, "time": "19:00"}, "call_book_1")
-        return Reply(tool_calls=[asked])
-    return f"Booked: {results[-1]['content']}"
 
 
 async def test_a_frontend_tool_round_trip_survives_a_restart_of_every_service(
@@ -267,27 +278,20 @@ async def test_abort_run_leaves_the_run_going_unless_the_client_opted_in(
 ) -> None:
     release = holding(fake_llm, "Finished anyway.")
     opted, plain = ids(), ids()
-    try:
+
+    async def abort_run(opt_in: bool, cfg: dict[str, str]) -> None:
+        """A run that the client aborts at its first attempt, with the opt-in or without."""
+        text = "Please route: long job"
         async with flow(
-            agui_system,
-            "stop",
-            text="Please route: long job",
-            until="attempt 1",
-            optIn=True,
-            **opted,
+            agui_system, "stop", text=text, until="attempt 1", optIn=opt_in, **cfg
         ) as run:
             await run.line()
+
+    try:
+        await abort_run(True, opted)
         whole = await asyncio.wait_for(replayed(agui_system, opted["runId"]), 30)
         assert whole[-1]["outcome"] == {"type": "cancelled"}  # cancelled while the model worked
-        async with flow(
-            agui_system,
-            "stop",
-            text="Please route: long job",
-            until="attempt 1",
-            optIn=False,
-            **plain,
-        ) as run:
-            await run.line()
+        await abort_run(False, plain)
         await asyncio.sleep(3)  # longer than the opted-in cancel took
         release.set()
         whole = await asyncio.wait_for(replayed(agui_system, plain["runId"]), 30)

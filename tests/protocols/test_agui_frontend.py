@@ -13,21 +13,12 @@ from typing import Any
 import httpx
 
 from tests.support.agui import BOOKING, answering, calls_of, run, run_input, text
-from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
+from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
-from tests.support.scripts import tool_results
+from tests.support.scripts import books
 
 PAGE = {"description": "The page the user is on", "value": "Trattoria Roma, table booking form"}
-
-
-def books(body: dict[str, Any]) -> Reply | str:
-    """The TOOLS worker's model: ask the app to confirm, then answer with what it said."""
-    results = tool_results(body)
-    if not results:
-        asked = tool_call("confirm_booking", {"people": 2, "time": "19:00"}, "call_book_1")
-        return Reply(tool_calls=[asked])
-    return f"Booked: {results[-1]['content']}"
 
 
 def steps(got: list[Any]) -> list[str]:

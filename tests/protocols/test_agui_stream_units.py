@@ -71,32 +71,41 @@ def stream(position: tuple[int, int] | None) -> list[tuple[str | None, dict[str,
     return sent
 
 
+# What opens a step, a message or a tool call, what must come inside one that is open, and
+# what closes it: each by the key of the id it names.
+OPENS = {
+    EventType.STEP_STARTED: "stepName",
+    EventType.TEXT_MESSAGE_START: "messageId",
+    EventType.TOOL_CALL_START: "toolCallId",
+}
+INSIDE = {
+    EventType.TEXT_MESSAGE_CONTENT: "messageId",
+    EventType.TEXT_MESSAGE_END: "messageId",
+    EventType.TOOL_CALL_ARGS: "toolCallId",
+    EventType.TOOL_CALL_END: "toolCallId",
+}
+CLOSES = {
+    EventType.STEP_FINISHED: "stepName",
+    EventType.TEXT_MESSAGE_END: "messageId",
+    EventType.TOOL_CALL_END: "toolCallId",
+}
+
+
 def valid_for_a_fresh_client(events: list[dict[str, Any]]) -> None:
     """What @ag-ui/client's verifier demands of a stream, from its first event."""
     assert events[0]["type"] == EventType.RUN_STARTED
-    steps: set[str] = set()
-    messages: set[str] = set()
-    tools: set[str] = set()
+    open_now: dict[str, set[str]] = {key: set() for key in OPENS.values()}
     for e in events[1:]:
         kind = e["type"]
-        if kind == EventType.STEP_STARTED:
-            steps.add(e["stepName"])
-        elif kind == EventType.STEP_FINISHED:
-            steps.remove(e["stepName"])  # KeyError: finished a step never started
-        elif kind == EventType.TEXT_MESSAGE_START:
-            messages.add(e["messageId"])
-        elif kind in (EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END):
-            assert e["messageId"] in messages, e
-            if kind == EventType.TEXT_MESSAGE_END:
-                messages.remove(e["messageId"])
-        elif kind == EventType.TOOL_CALL_START:
-            tools.add(e["toolCallId"])
-        elif kind in (EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END):
-            assert e["toolCallId"] in tools, e
-            if kind == EventType.TOOL_CALL_END:
-                tools.remove(e["toolCallId"])
-        elif kind == EventType.RUN_FINISHED:
-            assert not (steps or messages or tools), (steps, messages, tools)
+        if kind in OPENS:
+            open_now[OPENS[kind]].add(e[OPENS[kind]])
+        if kind in INSIDE:
+            assert e[INSIDE[kind]] in open_now[INSIDE[kind]], e
+        if kind in CLOSES:
+            # KeyError: finished a step never started
+            open_now[CLOSES[kind]].remove(e[CLOSES[kind]])
+        if kind == EventType.RUN_FINISHED:
+            assert not any(open_now.values()), open_now
     assert events[-1]["type"] == EventType.RUN_FINISHED
 
 
@@ -137,16 +146,17 @@ def test_a_client_that_saw_the_end_gets_the_start_and_the_end_again() -> None:
     ]
 
 
+def asking(question: Question, **parked: Any) -> ClarificationRequested:
+    """The planner parking request r1 on `question`, with what else it `parked` on."""
+    return ClarificationRequested(
+        request_id="r1", session_id="s1", questions=[question], source="planner", **parked
+    )
+
+
 def test_a_request_parked_on_client_tools_ends_the_run_with_the_calls_and_no_result() -> None:
     translator = Translator(RUN)
     calls = [ToolCall(call_id="k1", name="confirm_booking", arguments='{"people": 2}')]
-    parked = ClarificationRequested(
-        request_id="r1",
-        session_id="s1",
-        questions=[Question(id="tools", question="Waiting for your app")],
-        source="planner",
-        tool_calls=calls,
-    )
+    parked = asking(Question(id="tools", question="Waiting for your app"), tool_calls=calls)
     out = [e.model_dump(by_alias=True, exclude_none=True) for e in translator.take(parked)]
     assert [e["type"] for e in out] == [
         "TOOL_CALL_START",
@@ -171,13 +181,7 @@ def test_an_approval_interrupt_carries_its_expiry() -> None:
         reason="policy",
         expires_at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC),
     )
-    asked = ClarificationRequested(
-        request_id="r1",
-        session_id="s1",
-        questions=[Question(id="approval", question="May I?")],
-        source="planner",
-        approval=approval,
-    )
+    asked = asking(Question(id="approval", question="May I?"), approval=approval)
     finished = Translator(RUN).take(asked)[-1]
     dumped = finished.model_dump(by_alias=True, exclude_none=True)
     assert dumped["outcome"]["interrupts"][0]["expiresAt"] == "2030-01-02T03:04:05Z"

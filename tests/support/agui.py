@@ -28,6 +28,7 @@ BOOKING = {
 
 
 def run_input(text: str, thread: str | None = None, **extra: Any) -> dict[str, Any]:
+    """An AG-UI run's input: the user's `text`, in a new thread or `thread`."""
     return {
         "threadId": thread or uuid.uuid4().hex[:12],
         "runId": "run-" + uuid.uuid4().hex[:12],
@@ -100,8 +101,9 @@ async def run(
 
 
 def unframed(got: list[Sse], run_id: str) -> list[Sse]:
-    """A re-attached stream's events after the cut, its framing (the run's RUN_STARTED and
-    what was open, sent again without ids) checked and taken off."""
+    """A re-attached stream's events after the cut. The stream opens with the framing a fresh
+    client needs, sent again without ids: the run's RUN_STARTED (and what was open at the cut);
+    every event after that has its id."""
     framing = list(takewhile(lambda e: e.id is None, got))
     assert framing and framing[0].json["type"] == "RUN_STARTED"
     assert framing[0].json["runId"] == run_id
@@ -111,4 +113,5 @@ def unframed(got: list[Sse], run_id: str) -> list[Sse]:
 
 
 def text(got: list[Sse]) -> str:
+    """The run's streamed text, its deltas joined."""
     return "".join(e.json["delta"] for e in got if e.json["type"] == "TEXT_MESSAGE_CONTENT")

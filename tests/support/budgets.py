@@ -1,6 +1,7 @@
 """Reading a live system's `budgets` bucket, as the budget tests check it: a principal's day, one
 of its sessions, and a call's usage as the frontline's hold counts it; a race of direct answers
-for the last of a day; and a request as the budget seam reads it."""
+for the last of a day (each request to its end or its refusal); and a request as the budget seam
+reads it."""
 
 from __future__ import annotations
 
@@ -51,6 +52,21 @@ def as_estimated(body: dict[str, Any]) -> tuple[int, int]:
     return prompt_estimate(body["messages"], body.get("tools")), int(body["max_tokens"])
 
 
+async def ended_or_refused(
+    client: AuthClient, refused: list[dict[str, Any]]
+) -> Conversation | None:
+    """The message `client` just sent, to its end; None when the gateway refused it at once.
+    Its refusal (at once, or a failed end) is added to `refused`."""
+    frames = await client.frames_until(lambda f: f.get("event") == "ack" or "error" in f)
+    if "error" in frames[-1]:
+        refused.append(frames[-1]["error"])
+        return None
+    convo = await client.until_end_of(str(frames[-1]["request_id"]))
+    if convo.end["status"] == "failed":
+        refused.append(convo.errors[-1])
+    return convo
+
+
 @dataclass
 class Race:
     """`hello_race`'s outcome so far: the race (each request's conversation, or None when the
@@ -79,14 +95,7 @@ async def hello_race(
     async def one(n: int) -> Conversation | None:
         async with AuthClient(system.ws_url, principal, events=True) as client:
             await client.send({"uuid": client.uuid, "message": f"hello number {n}"})
-            frames = await client.frames_until(lambda f: f.get("event") == "ack" or "error" in f)
-            if "error" in frames[-1]:
-                refused.append(frames[-1]["error"])
-                return None
-            convo = await client.until_end_of(str(frames[-1]["request_id"]))
-            if convo.end["status"] == "failed":
-                refused.append(convo.errors[-1])
-            return convo
+            return await ended_or_refused(client, refused)
 
     race = Race(asyncio.gather(*(one(n) for n in range(racers))), refused, gate)
     try:

@@ -15,14 +15,11 @@ import httpx
 from a2a.client import A2ACardResolver
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.types.a2a_pb2 import AgentCard, Message, Part, Role, SendMessageRequest
-from ag_ui.core import Event
-from pydantic import TypeAdapter
 
+from tests.support.agui import EVENT
 from tests.support.gateway_client import bearer
 from tests.support.harness import System, sidekick
 from tests.support.sse import Sse, events
-
-EVENT = TypeAdapter(Event)
 
 
 def say(text: str, task_id: str = "", context_id: str = "") -> SendMessageRequest:
@@ -42,20 +39,6 @@ async def transport(http: httpx.AsyncClient, base: str) -> tuple[AgentCard, Json
     card = await A2ACardResolver(http, base).get_agent_card()
     (v1,) = [i for i in card.supported_interfaces if i.protocol_version == "1.0"]
     return card, JsonRpcTransport(http, card, v1.url)
-
-
-def run_input(text: str, thread: str | None = None, **extra: Any) -> dict[str, Any]:
-    """An AG-UI run's input: the user's `text`, in a new thread or `thread`."""
-    return {
-        "threadId": thread or uuid.uuid4().hex[:12],
-        "runId": "run-" + uuid.uuid4().hex[:12],
-        "messages": [{"id": "m1", "role": "user", "content": text}],
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        **extra,
-    }
 
 
 class Reader:

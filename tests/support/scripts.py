@@ -4,7 +4,8 @@ as the request asked for it).
 
     reading a request   last_user, all_text, structured, schema_of, tool_results
     what a role says    verdict, decision, research_plan, the defaults (DEFAULTS)
-    scripts             decide, decide_tools, by_schema, invalid_once, emailing, calls_for_ever
+    scripts             decide, decide_tools, by_schema, invalid_once, emailing, calls_for_ever,
+                        books (an app's frontend tool)
     scripting a fake    in_turn, evaluator_asks, held, evaluator_held, script_email
 
 The defaults, which every test starts from (the fake is reset to them before each test):
@@ -169,6 +170,16 @@ def calls_for_ever(tool: str, prefix: str = "call_") -> Script:
     """A model that never answers: each turn calls `tool` again, under a new call id."""
     turns = itertools.count(1)
     return lambda body: Reply(tool_calls=[tool_call(tool, {}, f"{prefix}{next(turns)}")])
+
+
+def books(body: dict[str, Any]) -> Reply | str:
+    """The TOOLS worker's model: ask the app to confirm a booking (its frontend tool
+    `confirm_booking`, tests/support/agui.py's BOOKING), then answer with what it said."""
+    results = tool_results(body)
+    if not results:
+        asked = tool_call("confirm_booking", {"people": 2, "time": "19:00"}, "call_book_1")
+        return Reply(tool_calls=[asked])
+    return f"Booked: {results[-1]['content']}"
 
 
 def by_schema(replies: dict[str | None, Callable[[dict[str, Any]], Any]]) -> Script:

@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
 import pytest
 
@@ -93,108 +94,119 @@ def asks_for(url: str, via: str) -> str:
 PAGE = "the page (a link, a form or a script)"
 
 
+@dataclass
+class Sites:
+    """A test's browser and two sites, and how many requests `away` had when the test began."""
+
+    browser: Browser
+    home: FakeSite
+    away: FakeSite
+    start: int
+
+    def task(self, decision: PolicyDecision) -> AbstractAsyncContextManager[Task]:
+        return task_under(self.browser, decision)
+
+    def far(self, path: str) -> str:
+        """`path` on the away host, as the browser reaches it."""
+        return away_url(self.away, path)
+
+    def away_got(self) -> list[str]:
+        """The paths the away host was asked for during this test."""
+        return pages_since(self.away, self.start)
+
+
+@pytest.fixture
+def sites(browser: Browser, home: FakeSite, away: FakeSite) -> Sites:
+    return Sites(browser, home, away, len(away.requests))
+
+
 async def test_a_click_to_another_host_sends_it_nothing_and_the_model_is_told_to_ask(
-    browser: Browser, home: FakeSite, away: FakeSite
+    sites: Sites,
 ) -> None:
-    start = len(away.requests)
-    async with task_under(browser, "ask") as t:
-        text, ok = await t.call("browser_navigate", url=home.url + "/")
+    async with sites.task("ask") as t:
+        text, ok = await t.call("browser_navigate", url=sites.home.url + "/")
         assert ok, text
         text, ok = await t.call("browser_click", selector="#out")
         assert not ok
         assert text == (
-            f"ERROR: {asks_for(away_url(away, '/'), PAGE)}\nThe page is still {home.url}/."
+            f"ERROR: {asks_for(sites.far('/'), PAGE)}\nThe page is still {sites.home.url}/."
         )
         text, ok = await t.call("browser_click", text="Send")  # a form to the other host
-        assert not ok and asks_for(away_url(away, "/form?"), PAGE) in text
+        assert not ok and asks_for(sites.far("/form?"), PAGE) in text
         text, ok = await t.call("browser_click", selector="#in")  # the same host opens
-        assert ok and f"Opened {home.url}/two" in text, text
+        assert ok and f"Opened {sites.home.url}/two" in text, text
         assert "localhost" not in t.hosts.opened
-    assert pages_since(away, start) == []
+    assert sites.away_got() == []
 
 
-async def test_an_http_redirect_to_another_host_sends_it_nothing(
-    browser: Browser, home: FakeSite, away: FakeSite
-) -> None:
-    start = len(away.requests)
-    async with task_under(browser, "ask") as t:
+async def test_an_http_redirect_to_another_host_sends_it_nothing(sites: Sites) -> None:
+    async with sites.task("ask") as t:
         for path in ("/bounce", "/hop"):  # one hop, and a second hop after a same-host one
-            text, ok = await t.call("browser_navigate", url=home.url + path)
+            text, ok = await t.call("browser_navigate", url=sites.home.url + path)
             assert not ok
-            assert text == f"ERROR: {asks_for(away_url(away, '/'), 'an HTTP redirect')}"
-    assert pages_since(away, start) == []
-    assert home.hits.count("/bounce") == 2 and home.hits.count("/hop") == 1
+            assert text == f"ERROR: {asks_for(sites.far('/'), 'an HTTP redirect')}"
+    assert sites.away_got() == []
+    assert sites.home.hits.count("/bounce") == 2 and sites.home.hits.count("/hop") == 1
 
 
-async def test_a_script_or_a_meta_refresh_to_another_host_sends_it_nothing(
-    browser: Browser, home: FakeSite, away: FakeSite
-) -> None:
-    start = len(away.requests)
-    async with task_under(browser, "ask") as t:
+async def test_a_script_or_a_meta_refresh_to_another_host_sends_it_nothing(sites: Sites) -> None:
+    async with sites.task("ask") as t:
         for path in ("/script", "/refresh"):  # `location = …`, and a meta refresh
-            text, _ = await t.call("browser_navigate", url=home.url + path)
-            told = asks_for(away_url(away, "/"), PAGE)
+            text, _ = await t.call("browser_navigate", url=sites.home.url + path)
+            told = asks_for(sites.far("/"), PAGE)
             for _ in range(50):  # its navigation may be stopped just after the answer
                 if told in text:
                     break
                 await asyncio.sleep(0.1)
                 text, _ = await t.call("browser_text")
             assert told in text, text
-            assert (await t.call("browser_text"))[0].startswith(f"Page {home.url}{path}")
-    assert pages_since(away, start) == []
+            assert (await t.call("browser_text"))[0].startswith(f"Page {sites.home.url}{path}")
+    assert sites.away_got() == []
 
 
-async def test_a_pop_up_window_is_not_opened(
-    browser: Browser, home: FakeSite, away: FakeSite
-) -> None:
-    start = len(away.requests)
-    async with task_under(browser, "ask") as t:
-        await t.call("browser_navigate", url=home.url + "/")
+async def test_a_pop_up_window_is_not_opened(sites: Sites) -> None:
+    async with sites.task("ask") as t:
+        await t.call("browser_navigate", url=sites.home.url + "/")
         text, _ = await t.call("browser_click", selector="#pop")
-        popup = away_url(away, "/popup")
+        popup = sites.far("/popup")
         if popup not in text:
             text, _ = await t.call("browser_text")
         assert (
             f"The browser did not open {popup}: the page tried to open it in a new window, and "
             "new windows are not opened" in text
         ), text
-    assert pages_since(away, start) == []
+    assert sites.away_got() == []
 
 
-async def test_under_deny_the_model_is_told_the_policy_forbids_it(
-    browser: Browser, home: FakeSite, away: FakeSite
-) -> None:
-    start = len(away.requests)
-    async with task_under(browser, "deny") as t:
-        text, ok = await t.call("browser_navigate", url=home.url + "/bounce")
+async def test_under_deny_the_model_is_told_the_policy_forbids_it(sites: Sites) -> None:
+    async with sites.task("deny") as t:
+        text, ok = await t.call("browser_navigate", url=sites.home.url + "/bounce")
         assert not ok
         assert text.endswith(
             "Nothing was loaded from it. The operator's approval policy forbids opening a new "
             "host (the variable approval policy says deny for browser.new_domain)."
         ), text
         assert "call browser_navigate" not in text
-    assert pages_since(away, start) == []
+    assert sites.away_got() == []
 
 
 async def test_under_allow_every_navigation_goes_through_and_counts_its_host_opened(
-    browser: Browser, home: FakeSite, away: FakeSite
+    sites: Sites,
 ) -> None:
-    start = len(away.requests)
-    async with task_under(browser, "allow") as t:
-        text, ok = await t.call("browser_navigate", url=home.url + "/bounce")
-        assert ok and f"Opened {away_url(away, '/')} (HTTP 200)" in text, text
-        await t.call("browser_navigate", url=home.url + "/")
+    async with sites.task("allow") as t:
+        text, ok = await t.call("browser_navigate", url=sites.home.url + "/bounce")
+        assert ok and f"Opened {sites.far('/')} (HTTP 200)" in text, text
+        await t.call("browser_navigate", url=sites.home.url + "/")
         text, ok = await t.call("browser_click", selector="#out")
         assert ok and "Title: Away" in text, text
         assert "localhost" in t.hosts.opened
-    assert pages_since(away, start) == ["/", "/"]
+    assert sites.away_got() == ["/", "/"]
 
 
 async def test_a_frame_of_another_host_is_not_a_navigation_and_stays_under_the_egress_wall(
-    browser: Browser, home: FakeSite, away: FakeSite
+    sites: Sites,
 ) -> None:
-    start = len(away.requests)
-    async with task_under(browser, "ask") as t:
-        text, ok = await t.call("browser_navigate", url=home.url + "/framed")
+    async with sites.task("ask") as t:
+        text, ok = await t.call("browser_navigate", url=sites.home.url + "/framed")
         assert ok and "did not open" not in text, text
-    assert pages_since(away, start) == ["/frame"]
+    assert sites.away_got() == ["/frame"]

@@ -52,33 +52,34 @@ def usage_of(files_root: Path, sid: str) -> tuple[int, int]:
     return used.bytes, used.entries
 
 
-async def test_code_that_fills_its_folder_is_killed_at_the_quota(
-    sandbox: PythonSandbox, files_root: Path
-) -> None:
-    # 100 files of 1 MiB at about 50 MiB/s: 100 MiB and "done" if nothing stops it.
-    fill = (
-        "import time\n"
-        "for i in range(100):\n"
-        "    with open(f'fill{i}', 'wb') as f: f.write(b'x' * (1 << 20))\n"
-        "    time.sleep(0.02)\n"
-    )
-    sid = await stopped_at_quota(sandbox, fill, "went past its quota of 8 MiB")
-    used, _ = usage_of(files_root, sid)
-    assert used < 40 * MiB  # the quota, and what a run writes in one poll or two
+# 100 files of 1 MiB at about 50 MiB/s: 100 MiB and "done" if nothing stops it.
+FILL = (
+    "import time\n"
+    "for i in range(100):\n"
+    "    with open(f'fill{i}', 'wb') as f: f.write(b'x' * (1 << 20))\n"
+    "    time.sleep(0.02)\n"
+)
+TOUCH = (
+    "import os, time\n"
+    "for i in range(20_000):\n"
+    "    os.close(os.open(f'e{i}', os.O_CREAT | os.O_WRONLY))\n"
+    "    if i % 50 == 0: time.sleep(0.01)\n"
+)
 
 
-async def test_many_empty_files_are_stopped_at_the_entry_quota(
-    sandbox: PythonSandbox, files_root: Path
+@pytest.mark.parametrize(
+    ("code", "told", "which", "most"),
+    [
+        # The quota, and what a run writes in one poll or two.
+        pytest.param(FILL, "went past its quota of 8 MiB", 0, 40 * MiB, id="bytes"),
+        pytest.param(TOUCH, "300 files and folders", 1, 5_000, id="entries"),
+    ],
+)
+async def test_code_that_fills_its_folder_with_bytes_or_files_is_killed_at_the_quota(
+    sandbox: PythonSandbox, files_root: Path, code: str, told: str, which: int, most: int
 ) -> None:
-    touch = (
-        "import os, time\n"
-        "for i in range(20_000):\n"
-        "    os.close(os.open(f'e{i}', os.O_CREAT | os.O_WRONLY))\n"
-        "    if i % 50 == 0: time.sleep(0.01)\n"
-    )
-    sid = await stopped_at_quota(sandbox, touch, "300 files and folders")
-    _, entries = usage_of(files_root, sid)
-    assert entries < 5_000
+    sid = await stopped_at_quota(sandbox, code, told)
+    assert usage_of(files_root, sid)[which] < most  # which: 0 bytes, 1 entries
 
 
 async def test_bytes_hidden_in_a_folder_made_unreadable_still_count(
