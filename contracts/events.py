@@ -33,6 +33,7 @@ from contracts.base import (
 )
 from contracts.decisions import Question, Verdict, WorkerType
 from contracts.frontend import ContextItem, FrontendStop, FrontendTool, LoopMessage, ToolCall
+from contracts.replay import Replay, model_field, replay_field, replay_of_field, tool_calls_field
 
 
 class RequestOptions(Event):
@@ -57,6 +58,7 @@ class RequestOptions(Event):
     )
     frontend_tools: list[FrontendTool] = fe.tools_field()
     context: list[ContextItem] = fe.context_field()
+    replay: Replay | None = replay_field()
 
 
 class ChatRequested(RequestOptions):
@@ -148,6 +150,8 @@ class WorkerTask(Event):
     context: list[ContextItem] = fe.context_field()
     transcript: list[LoopMessage] = fe.transcript_field()
     push: bool = Field(default=False, description="Progress goes on its push subject too.")
+    replay_of: str | None = replay_of_field()
+    model: str | None = model_field("worker")
 
 
 class WorkerResult(Event):
@@ -184,6 +188,7 @@ class WorkerResult(Event):
         "naming it.",
     )
     frontend: FrontendStop | None = fe.stop_field()
+    tool_calls: list[ToolUse] = tool_calls_field()
 
 
 class EvaluationRequested(Event):
@@ -213,6 +218,7 @@ class EvaluationRequested(Event):
         "usage, no more tokens than the step was granted); checked before each of its model "
         "calls, a repair's too. None: unchecked.",
     )
+    model: str | None = model_field("evaluator")
 
 
 class VerdictIssued(Event):

@@ -11,7 +11,7 @@ from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from contracts import a2a, http
+from contracts import a2a, http, timeline
 from contracts import openai as oai
 
 Body = type[BaseModel]
@@ -97,6 +97,26 @@ OPERATIONS: tuple[Operation, ...] = (
         http.DecideApproval,
         {200: http.ApprovalDecided, 409: http.ErrorResponse, **ERRORS},
         tag="approvals",
+    ),
+    read(
+        "/api/requests",
+        "The caller's requests that ended failed or partial (?failed_since=SECONDS&limit=N)",
+        timeline.RequestList,
+        tag="requests",
+    ),
+    read(
+        "/api/requests/{request_id}/timeline",
+        "A request's timeline, in order (the owner's, or any to an operator)",
+        timeline.Timeline,
+        tag="requests",
+    ),
+    Operation(
+        "post",
+        "/api/requests/{request_id}/replay",
+        "Replay a recorded request from a step, as a new request that acts on nothing",
+        timeline.ReplayAsk,
+        {202: timeline.ReplayStarted, 409: http.ErrorResponse, 429: http.ErrorResponse, **ERRORS},
+        tag="requests",
     ),
     read("/api/sessions", "The caller's chat conversations", http.SessionList, tag="page"),
     read(

@@ -21,6 +21,7 @@ from contracts import (
     http,
     research,
     state,
+    timeline,
 )
 from contracts import openai as oai
 
@@ -97,6 +98,11 @@ MODELS: dict[str, type[BaseModel] | TypeAdapter[Any]] = {
     "A2AListTasksResponse": a2a.ListTasksResponse,
     "A2ATaskPushNotificationConfig": a2a.TaskPushNotificationConfig,
     "A2APushConfigs": a2a.PushConfigs,
+    # A request's timeline and its replay (services/gateway/requests/).
+    "Timeline": timeline.Timeline,
+    "ReplayAsk": timeline.ReplayAsk,
+    "ReplayStarted": timeline.ReplayStarted,
+    "RequestList": timeline.RequestList,
 }
 
 

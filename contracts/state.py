@@ -18,6 +18,7 @@ from contracts.base import SessionRecord as SessionRecord  # kept here, where it
 from contracts.decisions import OrchestratorDecision, Question, Verdict, WorkerType
 from contracts.events import Outcome, RequestFailed, RequestRouted, WorkerResult
 from contracts.frontend import ContextItem, FrontendTool, LoopMessage, ToolCall
+from contracts.replay import Replay
 
 TerminalState = Literal["completed", "partial", "failed", "cancelled"]
 """How a request's life ends (and the orchestrator's attempt loop with it)."""
@@ -61,6 +62,16 @@ class Attempt(Model):
     approval_id: str | None = Field(
         default=None, description="The decided approval this attempt's worker acts on."
     )
+    verdict_at: AwareDatetime | None = Field(
+        default=None, description="When the verdict (or why there is none) arrived."
+    )
+    verdict_usage: Usage | None = Field(
+        default=None, description="The evaluation's model usage (for the timeline)."
+    )
+    recorded_from: str | None = Field(
+        default=None,
+        description="A replay's attempt taken as recorded from this request, not run again.",
+    )
 
 
 class LoopState(Model):
@@ -103,6 +114,12 @@ class LoopState(Model):
     )
     trace_id: str | None = Field(default=None, description="Trace id of the request (hex).")
     span_id: str | None = Field(default=None, description="Span the attempts hang under (hex).")
+    decided_at: AwareDatetime | None = Field(
+        default=None, description="When the decision was made (or taken as recorded)."
+    )
+    decision_usage: Usage | None = Field(
+        default=None, description="The decision's model usage (for the timeline)."
+    )
     secret: str = Field(
         default_factory=lambda: secrets.token_hex(16),
         exclude=True,
@@ -179,6 +196,9 @@ class RequestRecord(Model):
         default=None,
         description="The orchestrator's attempt loop, once it has the request (written with "
         "each of its moves).",
+    )
+    replay: Replay | None = Field(
+        default=None, description="Set when the request replays a recorded one."
     )
 
     @property

@@ -29,6 +29,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=None, help="a running gateway's WebSocket, e.g. ws://host/ws")
     p.add_argument("--token", default=None, help="bearer token (default $SIDEKICK_TOKEN)")
     p.add_argument("--cases", type=Path, default=DATASET, help="JSONL cases (default: built in)")
+    p.add_argument(
+        "--from-requests",
+        nargs="+",
+        default=None,
+        metavar="ID",
+        help="run these recorded requests (their message and criteria) as the cases; needs --url",
+    )
+    p.add_argument(
+        "--failed-since",
+        default=None,
+        metavar="AGE",
+        help="run the caller's requests that failed (or ended partial) within AGE, e.g. 1d, "
+        "12h, as the cases; needs --url",
+    )
+    p.add_argument(
+        "--save-cases",
+        type=Path,
+        default=None,
+        help="with --from-requests/--failed-since: append the cases made to this JSONL file",
+    )
     p.add_argument("--limit", type=int, default=None, help="only the first N cases")
     p.add_argument("--kinds", default=None, help=f"only these kinds ({','.join(KINDS)})")
     p.add_argument("--concurrency", type=int, default=4, help="cases at once (default 4)")
@@ -74,7 +94,28 @@ def run_eval(args: argparse.Namespace) -> int:
     console = Console()
     err = Console(stderr=True)
     try:
-        cases = load_cases(args.cases)
+        if args.from_requests or args.failed_since:
+            from services.cli.inspecting import Gateway, GatewayRefused, seconds_of
+            from services.evals.recorded import cases_from_requests, save_cases
+
+            if not args.url:
+                raise CasesError("recorded requests are read from a gateway: give --url")
+            gateway = Gateway(args.url, args.token)
+            try:
+                ids = list(args.from_requests or [])
+                if args.failed_since:
+                    ids += gateway.failed(seconds_of(args.failed_since))
+                if not ids:
+                    raise CasesError(f"no request failed within {args.failed_since}")
+                cases = cases_from_requests(gateway.timeline, ids)
+            except GatewayRefused as exc:
+                raise CasesError(str(exc)) from exc
+            finally:
+                gateway.close()
+            if args.save_cases is not None:
+                save_cases(args.save_cases, cases)
+        else:
+            cases = load_cases(args.cases)
         prices = load_prices(args.prices)
         old = load_report(args.compare) if args.compare else None
         modes = parse_modes(args.modes)

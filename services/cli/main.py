@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="bearer token when the gateway requires one (default $SIDEKICK_TOKEN)",
     )
+    from services.cli.inspecting import add_arguments as add_inspecting
+
+    add_inspecting(sub)
     doctor.add_parser(sub)
     return parser
 
@@ -149,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             as_json=args.json,
             token=args.token or os.environ.get("SIDEKICK_TOKEN"),
         )
+    if args.command in ("inspect", "replay"):
+        from services.cli import inspecting
+
+        return inspecting.inspect(args) if args.command == "inspect" else inspecting.replay(args)
     if args.command == "doctor":
         return doctor.doctor(args)
     if args.command == "bootstrap":

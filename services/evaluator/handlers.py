@@ -11,6 +11,7 @@ from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.budgets.guard import guard, stopped_text
 from services.runtime.bus.core import Bus, answer_key
 from services.runtime.llm import LLMClient
+from services.runtime.llm.override import model_as
 from services.runtime.llm.prompts import transcript
 
 log = logging.getLogger("sidekick.evaluator")
@@ -38,7 +39,8 @@ class Evaluator:
         # The request's budget is checked before each model call, an invalid verdict's repair too.
         check = guard(req.budget, Usage())
         try:
-            judged = await self.llm.structured(messages, Verdict, budget=check)  # type: ignore[arg-type]
+            with model_as(req.model):  # a replay's evaluator model, if it asked for one
+                judged = await self.llm.structured(messages, Verdict, budget=check)  # type: ignore[arg-type]
         except BudgetSpent as exc:  # no verdict: the calls made are counted, the limit named
             log.info("no verdict for %s/%d: %s", req.request_id, req.attempt, exc.note)
             error = stopped_text(exc.note)

@@ -88,6 +88,10 @@ class Frontline:
         if req.planned:  # a workflow is planned by the research pipeline, never answered here
             await self._route(req, history, PLANNED, push=tracked.value.push)
             return
+        if req.replay is not None:  # a replay: the recorded route stands, no model asked
+            reason = f"replay of {req.replay.of}: {req.replay.reason}"
+            await self._route(req, history, reason, push=tracked.value.push)
+            return
         if req.frontend_tools:  # only the TOOLS worker's model can call the client's tools
             await self._route(req, history, FRONTEND, push=tracked.value.push)
             return

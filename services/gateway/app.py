@@ -1,7 +1,7 @@
 """Composition root of the gateway service: the core (core/) and one package per surface: the
 web page at `/` (page/), the WebSocket `/ws` (ws/), the workflows API (workflows/), the
-approvals queue (approvals/), `/v1` (openai/), AG-UI (agui/) and A2A (a2a/); health and
-metrics. Wiring only."""
+approvals queue (approvals/), `/v1` (openai/), AG-UI (agui/) and A2A (a2a/), requests'
+timelines and replays (requests/); health and metrics. Wiring only."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from services.gateway.core.outbound import Outbound
 from services.gateway.core.preferences import PreferenceStore
 from services.gateway.openai.api import OpenAIApi
 from services.gateway.page.api import PageApi
+from services.gateway.requests.api import RequestsApi
 from services.gateway.workflows.api import Workflows
 from services.gateway.workflows.preferences import PreferencesApi
 from services.gateway.ws.connection import Connection
@@ -60,6 +61,7 @@ def build(settings: Settings) -> ServiceHost:
         *pages.routes(),
         *Workflows(bus, hub, intake, auth, preferences).routes(),
         *ApprovalsApi(bus, intake, auth).routes(),
+        *RequestsApi(bus, intake, auth).routes(),
         *PreferencesApi(preferences, auth).routes(),
         *meta_routes(bus),
         *OpenAIApi(hub, intake, auth).routes(),

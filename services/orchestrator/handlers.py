@@ -31,6 +31,7 @@ from services.orchestrator import authentic, loop, prompts
 from services.orchestrator.cache import SemanticCache
 from services.orchestrator.loop import LoopState
 from services.orchestrator.parking import ParkingLot
+from services.orchestrator.projection import replay_model
 from services.orchestrator.steps import Steps
 from services.orchestrator.store import VIA, Store
 from services.orchestrator.tracing import write_attempt_span
@@ -42,6 +43,7 @@ from services.runtime.budgets import Budget, OverBudget
 from services.runtime.bus.core import Bus, redelivered
 from services.runtime.bus.kvstore import Versioned
 from services.runtime.llm import LLMClient
+from services.runtime.llm.override import model_as
 from services.runtime.requests import cancels, lanes
 from services.runtime.requests.failures import failure_code
 from services.runtime.requests.lifecycle import IllegalMove, Tracked, records
@@ -262,6 +264,20 @@ class Orchestrator:
         async def fold(change: Callable[[LoopState], LoopState]) -> tuple[LoopState, Tracked]:
             return await self.store.update(req.request_id, change, start=start, known=tracked)
 
+        if req.replay is not None:  # the recorded request's inputs, up to the replayed step
+            original = await records(self.bus).load(req.replay.of)
+            was = original.value.loop if original is not None else None
+            if was is not None:  # the conversation as the original saw it
+                req = req.model_copy(update={"history": was.request.history})
+                start = start.model_copy(update={"request": req})
+        if req.replay is not None and req.replay.from_step != "decision":
+            step, known = req.replay.from_step, set(self.workers)
+            state, tracked = await fold(lambda s: loop.replayed(s, was, step, known))
+            if state.decision is not None:
+                d = state.decision
+                said = f"{d.worker_type}: {d.task_description} (recorded, from {req.replay.of})"
+                await self.steps.progress(state, "decided", said)
+            return state, tracked
         if req.planned:  # a workflow: the research pipeline, whose planner may ask the user
             choice, usage = loop.planned_decision(req), Usage()
         else:
@@ -272,9 +288,10 @@ class Orchestrator:
             try:  # its step held and each of its calls (a repair too) checked: never one more
                 async with self.budget.step(req, ask) as meter:
                     meter.hand_on()  # the request goes on: its end counts the decision too
-                    decision = await self.llm.structured(
-                        asked, OrchestratorDecision, budget=meter.guard()
-                    )
+                    with model_as(replay_model(start, "orchestrator")):
+                        decision = await self.llm.structured(
+                            asked, OrchestratorDecision, budget=meter.guard()
+                        )
             except OverBudget as exc:  # the decision's call would pass a limit: never made
                 note, used = exc.limit.note(), Usage()
                 return await fold(lambda s: loop.stopped(s, used, note))

@@ -19,6 +19,7 @@ from contracts import (
     Usage,
     VerdictIssued,
     WorkerResult,
+    utcnow,
 )
 from contracts.approvals import Approval, ApprovalAsk
 from services.orchestrator import frontend
@@ -39,6 +40,7 @@ from services.orchestrator.state import (
     Status,
 )
 from services.runtime.approvals import asking
+from services.runtime.requests.replays import replay_refusal
 
 __all__ = [
     "Attempt",
@@ -85,7 +87,7 @@ def decided(
     req = state.request
     if req.success_criteria:  # the user's criteria win
         decision = decision.model_copy(update={"success_criteria": req.success_criteria})
-    usage = state.usage + usage
+    spent, usage = usage, state.usage + usage
     if decision.worker_type == "NONE":
         why = decision.task_description or "The request cannot be handled."
         return _fail(state, "refused", f"Sidekick will not do this: {why}", decision, usage)
@@ -101,8 +103,54 @@ def decided(
             "status": "working",
             "attempts": [Attempt(n=1)],
             "usage": usage,
+            "decided_at": utcnow(),
+            "decision_usage": spent,
         }
     )
+
+
+def replayed(
+    state: LoopState, original: LoopState | None, from_step: str, known_workers: set[str]
+) -> LoopState:
+    """A replay's first state: the original's decision, and its attempts before the step the
+    replay starts at, taken as recorded (`recorded_from`); the live part starts with the next
+    attempt (`attempt:N`) or with attempt N's evaluation (`evaluation:N`). A replay from the
+    decision stays deciding: it is decided live, as any request. A step the original never
+    reached fails the replay, saying so."""
+    what, _, number = from_step.partition(":")
+    if state.status != "deciding" or what == "decision":
+        return state
+    n = int(number)
+    why = replay_refusal(original, what, n)
+    if why is not None:
+        return _fail(state, "refused", why, None, state.usage)
+    assert original is not None and original.decision is not None
+    if original.decision.worker_type not in known_workers:
+        kind = original.decision.worker_type
+        return _fail(
+            state, "unknown_worker", f"The {kind} worker is not available here.", None, state.usage
+        )
+    of = original.request.request_id
+    kept = [
+        a.model_copy(update={"recorded_from": of, "span_id": None})
+        for a in original.attempts[: n - 1]
+    ]
+    update: dict[str, object] = {
+        "decision": original.decision,
+        "decided_at": utcnow(),
+        "decision_usage": Usage(),
+        "max_attempts": max(state.max_attempts, n),
+        "clarifications": original.clarifications,
+        "answers": original.answers,
+    }
+    if what == "evaluation":
+        result = original.attempts[n - 1].result
+        recorded = Attempt(n=n, result=result, recorded_from=of)
+        return state.model_copy(
+            update={**update, "attempts": [*kept, recorded], "status": "evaluating"}
+        )
+    attempts = [*kept, Attempt(n=n)]
+    return state.model_copy(update={**update, "attempts": attempts, "status": "working"})
 
 
 def failed(state: LoopState, code: str, error: str) -> LoopState:
@@ -171,13 +219,15 @@ def on_verdict(state: LoopState, event: VerdictIssued) -> LoopState:
     if state.status != "evaluating" or cur is None or cur.n != event.attempt or cur.verdict:
         return state
     if event.error:
-        attempts = [*state.attempts[:-1], cur.model_copy(update={"verdict_error": event.error})]
+        unjudged = {"verdict_error": event.error, "verdict_at": event.ts}
+        attempts = [*state.attempts[:-1], cur.model_copy(update=unjudged)]
         if event.budget_stop is not None:  # the evaluator stopped before a call past it
             usage = state.usage + event.usage
             state = state.model_copy(update={"attempts": attempts, "usage": usage})
             return out_of_budget(state, f"Note: this request stopped at its {event.budget_stop}.")
         return state.model_copy(update={"attempts": attempts, "status": "partial"})
-    attempts = [*state.attempts[:-1], cur.model_copy(update={"verdict": event.verdict})]
+    judged = {"verdict": event.verdict, "verdict_at": event.ts, "verdict_usage": event.usage}
+    attempts = [*state.attempts[:-1], cur.model_copy(update=judged)]
     state = state.model_copy(update={"attempts": attempts, "usage": state.usage + event.usage})
     assert event.verdict is not None
     v = event.verdict

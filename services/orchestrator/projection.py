@@ -59,7 +59,11 @@ def record_move(state: LoopState) -> tuple[RequestState, dict[str, Any]] | None:
             "approvals": state.approvals,
         }
     if state.status == "evaluating":
-        return "evaluating", {"detail": f"judging attempt {cur.n}"}
+        return "evaluating", {
+            "worker_type": decision.worker_type,
+            "attempt": cur.n,
+            "detail": f"judging attempt {cur.n}",
+        }
     return None
 
 
@@ -172,6 +176,8 @@ def next_messages(state: LoopState) -> list[Message]:
             frontend_tools=req.frontend_tools,
             context=req.context,
             transcript=state.transcript,
+            replay_of=req.replay.of if req.replay else None,
+            model=replay_model(state, "worker"),
         )
         return [Dispatch(task)]
     if state.status == "evaluating":
@@ -181,9 +187,16 @@ def next_messages(state: LoopState) -> list[Message]:
             output=cur.result.output,
             sources=cur.result.sources,
             dispatch_token=authentic.token(state, "evaluate", cur.n),
+            model=replay_model(state, "evaluator"),
         )
         return [Evaluate(judge)]
     return []
+
+
+def replay_model(state: LoopState, role: str) -> str | None:
+    """The model a replay asked for `role` (None: the role's own)."""
+    replay = state.request.replay
+    return replay.models.get(role) if replay is not None else None
 
 
 def _attempt(state: LoopState, cur: Attempt) -> dict[str, Any]:

@@ -145,6 +145,7 @@ class Steps:
             and not (state.request.frontend_tools or state.request.context)
             and event.worker_type is not None
             and not tracked.value.ended
+            and state.request.replay is None  # a replay's answer is an experiment, not reused
         ):
             # Stored before the answer is published, so a repeat sent on seeing the answer
             # finds it.

@@ -12,6 +12,7 @@ from services.runtime.bus.core import Bus, answer_key, outage
 from services.runtime.hosting.host import ServiceHost, make_broker
 from services.runtime.llm import LLMClient
 from services.runtime.llm.calls import Tally, tallying
+from services.runtime.llm.override import model_as
 from services.runtime.requests.cancels import Cancellations
 from services.workers.base import Worker, WorkerDeps, result_for
 from services.workers.email import EmailWorker
@@ -80,7 +81,8 @@ def _register(bus: Bus, worker: Worker, cancels: Cancellations) -> None:
     async def handle(task: WorkerTask) -> None:
         if await cancels.check(task.request_id, issued=task.ts):
             return  # cancelled before it started: no work, no side effect
-        with tallying() as spent:  # what its model calls spend, however each ends
+        # What its model calls spend, however each ends; a replay's model, if it asked for one.
+        with tallying() as spent, model_as(task.model):
             work = asyncio.create_task(worker.run(task))
         try:
             if not await cancels.run(task.request_id, work):

@@ -30,6 +30,7 @@ from services.runtime.base.errors import MODEL_ERRORS, BudgetSpent
 from services.runtime.budgets.guard import guard, refused
 from services.runtime.llm.prompts import conversation
 from services.runtime.requests import outbox
+from services.runtime.requests.replays import is_replay, would_have
 from services.workers.base import WorkerDeps, result_for, task_prompt
 from services.workers.errors import (
     EmailError,
@@ -185,6 +186,11 @@ class EmailWorker:
             return result_for(task, success=False, error=str(exc))
         draft = drafted.value
         subject = _param(task, ("subject", "title")) or draft.subject
+        if is_replay(task):  # a replay sends nothing, anywhere: it says what it would have sent
+            would = {"to": ", ".join(recipients), "subject": subject, "body": draft.body}
+            return result_for(
+                task, success=True, output=would_have("email.send", would), usage=drafted.usage
+            )
         key = effect_key("email", task.request_id, task.attempt)
         if self.sendgrid is not None:  # a real send: the operator's policy decides first
             arguments = {"to": ", ".join(recipients), "subject": subject, "body": draft.body}

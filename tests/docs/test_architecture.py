@@ -34,7 +34,7 @@ RUNTIME_LEVELS = {
 }
 GATEWAY = ROOT / "services" / "gateway"
 # The gateway's packages: the core every surface shares, and one package per surface.
-GATEWAY_SURFACES = ("ws", "workflows", "openai", "a2a", "agui", "approvals", "page")
+GATEWAY_SURFACES = ("ws", "workflows", "openai", "a2a", "agui", "approvals", "page", "requests")
 
 
 def modules() -> dict[str, Path]:

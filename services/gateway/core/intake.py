@@ -282,6 +282,7 @@ class Intake:
             frontend_tools=new.frontend_tools,
             context=new.context,
             push=new.push,
+            replay=new.replay,
             state="accepted" if place.position == 0 else "queued",
             status="started",
             trace_id=current_trace_id(),

@@ -20,9 +20,10 @@ from typing import Literal
 from contracts import RequestRecord, Turn
 from contracts.base import IfBusy
 from contracts.frontend import ContextItem, FrontendTool, ToolResult
+from contracts.replay import Replay
 from services.gateway.core.errors import GatewayError
 
-Surface = Literal["ws", "workflows", "openai", "a2a", "agui"]
+Surface = Literal["ws", "workflows", "openai", "a2a", "agui", "requests"]
 # What words do when the session has a request parked on the user: answer it, leave it and
 # refuse (`Waiting`: A2A answers a task only by its id), or start a new request all the same.
 OnParked = Literal["answer", "refuse", "new"]
@@ -61,6 +62,7 @@ class Submission:
     parked_aside: bool = False
     # A client is notified of it (A2A push notifications: its webhook is kept already).
     push: bool = False
+    replay: Replay | None = None  # a replay of a recorded request (services/gateway/requests/)
 
 
 @dataclass(frozen=True)

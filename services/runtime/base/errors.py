@@ -96,6 +96,8 @@ SidekickError                        everything Sidekick raises on purpose
  |                                   RuntimeError
  +-- GatewayRefused                  outbox.py: the gateway answered `sidekick outbox` with an
  |                                   error status
+ +-- GatewayRefused                  inspecting.py: the gateway refused `sidekick inspect` or
+ |                                   `replay` (or could not be reached); says why
  |
  |  evals/
  +-- CasesError                      cases.py: a case file that cannot be used (line, why)

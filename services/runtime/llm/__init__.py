@@ -14,6 +14,7 @@ Imports `base` only.
   back and validated.
 - prompts.py: a session's turns as the messages a model reads.
 - types.py: what a model call gives back, and the budget guard's type.
+- override.py: a model one request asked for (a replay's), used by its chat calls.
 - probe.py: what one endpoint supports, found with tiny requests (for `sidekick doctor`).
 """
 

@@ -35,6 +35,7 @@ from services.runtime.base.settings import LLMConfig
 from services.runtime.llm import calls as rules
 from services.runtime.llm.calls import CallTimeout
 from services.runtime.llm.modes import MODES
+from services.runtime.llm.override import chosen
 from services.runtime.llm.sse import (
     TRANSPORT_ERRORS,
     Response,
@@ -209,7 +210,7 @@ class Endpoint:
             return await self._chat_streamed(messages, extra)
         self._require()
         started = time.perf_counter()
-        body = {"model": self.model, "messages": messages, **extra}
+        body = {"model": chosen(self.model), "messages": messages, **extra}
         with self._span() as span:
             try:
                 response, _ = await self._post("/chat/completions", body, stream=False)
@@ -282,7 +283,7 @@ class Endpoint:
         self._require()
         started = time.perf_counter()
         body = {
-            "model": self.model,
+            "model": chosen(self.model),
             "messages": messages,
             "stream": True,
             "stream_options": STREAM_OPTIONS,

@@ -10,6 +10,7 @@
 - cancels.py: hearing cancellations, and the flags left for cancels that came before a
   process started.
 - streaming.py: a reply's tokens on their way to the client, coalesced into chunks.
+- replays.py: what marks a request as a replay, which acts on nothing in the world.
 - outbox.py: the local outbox of mail the EMAIL worker could not send.
 - budgets.py: what one request, one session and one principal per UTC day may spend; prices.
 - holds.py: holds on the day and the session before each model step, settled when it ends.

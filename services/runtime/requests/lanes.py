@@ -205,6 +205,7 @@ def request_of(
         record=stamp,
         frontend_tools=record.frontend_tools,
         context=record.context,
+        replay=record.replay,
     )
 
 
@@ -238,6 +239,7 @@ def record_from(req: ChatRequested | RequestRouted) -> Tracked | None:
         planned=req.planned,
         preferences=req.preferences,
         history=history,
+        replay=req.replay,
         state="accepted",
         status=STATUS["accepted"],
         trace_id=stamp.trace_id,

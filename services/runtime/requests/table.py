@@ -50,6 +50,7 @@ TABLE: tuple[Move, ...] = (
     Move("direct", "routed", ORCH, "the frontline's model began answering, then routed it"),
     Move("routed", "decided", ORCH, "the orchestrator chose a worker and criteria"),
     Move("routed", "working", ORCH, "decided, and attempt 1 dispatched in the same write"),
+    Move("routed", "evaluating", ORCH, "a replay: a recorded attempt's output judged anew"),
     Move("routed", "completed", ORCH, "answered from the semantic cache"),
     Move("routed", "failed", ORCH, "refused, no such worker, or the model failed"),
     Move("routed", "cancelled", ORCH, "cancelled while deciding"),

@@ -40,6 +40,7 @@ from contracts.approvals import Approval, ApprovalAsk, digest_of
 from contracts.frontend import ToolCall
 from services.runtime.approvals.gate import Gate, declined_text, shown
 from services.runtime.approvals.policy import Policy, Ruling
+from services.runtime.requests.replays import is_replay, would_have
 from services.workers.ledger import Effect, Ledger
 from services.workers.tools.errors import ToolArgumentsError
 from services.workers.tools.frontend import HandOff
@@ -47,6 +48,21 @@ from services.workers.tools.hosts import NEW_DOMAIN, Hosts, host_of
 from services.workers.tools.toolbox import Call, Outcome, ToolBox, parse_arguments
 
 NAVIGATE = "browser_navigate"
+# The tools a replay runs (reads); every other call, and any the policy has a say over (a new
+# browser host too), is only shown as what would have been done: a tool added later is refused
+# in a replay until it is named here.
+REPLAY_READS = frozenset(
+    {
+        "web_search",
+        "wikipedia_search",
+        "wikipedia_page",
+        "files_list",
+        "files_read",
+        "browser_navigate",
+        "browser_text",
+        "browser_links",
+    }
+)
 # Built-in tools whose every call is an action of the policy (named as the policy names it).
 GATED = {"notify": "notify", "python_run": "python_run"}
 # How long past a tool's own time limit a claim left `started` counts as a worker that died.
@@ -97,6 +113,9 @@ class ToolGate:
         self, toolbox: ToolBox, name: str, arguments: str, call: Call
     ) -> Outcome | ApprovalAsk:
         action = self.action_of(name, arguments)
+        if is_replay(self.task) and (action is not None or name not in REPLAY_READS):
+            # A replay does nothing in the world: only reads run; the rest is shown.
+            return Outcome(would_have(action or name, arguments), ok=True)
         if action is None:
             return await self._run(toolbox, name, arguments, call)
         ruling = self.gate.ruling(action)

@@ -48,6 +48,8 @@ CALL_TIMEOUT = 180.0
 MAX_TOOLS = 128
 # How much of a call's arguments and result its progress event shows.
 SHOWN_CHARS = 2000
+# Tool calls one result keeps for the request's timeline (the first ones; the rest are counted).
+KEPT_CALLS = 40
 
 
 def mcp_tools(settings: ToolsSettings, *, limit: int) -> McpTools | None:
@@ -142,9 +144,17 @@ class ToolsWorker:
         await self.clients.close()
 
     async def _seen(
-        self, task: WorkerTask, call_id: str, tool: str, arguments: str, result: str, ok: bool
+        self,
+        task: WorkerTask,
+        used: list[ToolUse],
+        call_id: str,
+        tool: str,
+        arguments: str,
+        result: str,
+        ok: bool,
     ) -> None:
-        """A call's progress event, for clients that show tool calls (AG-UI's TOOL_CALL_*)."""
+        """A call's progress event, for clients that show tool calls (AG-UI's TOOL_CALL_*),
+        and the call kept for the result (the request's timeline)."""
         use = ToolUse(
             call_id=call_id,
             name=tool,
@@ -153,6 +163,8 @@ class ToolsWorker:
             ok=ok,
             attempt=task.attempt,
         )
+        if len(used) < KEPT_CALLS:
+            used.append(use)
         step = Progress(
             request_id=task.request_id,
             session_id=task.session_id,
@@ -186,6 +198,7 @@ class ToolsWorker:
         )
         system = SYSTEM + (frontend.NOTE if gate.frontend_names else "")
         messages = conversation(system, task.history, tools_prompt(task))
+        used: list[ToolUse] = []
         try:
             outcome = await run_tool_loop(
                 self._chat,
@@ -194,19 +207,20 @@ class ToolsWorker:
                 run,
                 max_steps=self.settings.tools_max_steps,
                 budget=task.budget,
-                seen=lambda *call: self._seen(task, *call),
+                seen=lambda *call: self._seen(task, used, *call),
                 call_max=reply_limit(self.llm.config.max_tokens_answer),
                 guard=gate,
                 carried=frontend.as_messages(task.transcript),
             )
         except MODEL_ERRORS as exc:
-            return result_for(task, success=False, error=str(exc), sources=run.sources)
+            failed = result_for(task, success=False, error=str(exc), sources=run.sources)
+            return failed.model_copy(update={"tool_calls": used})
         finally:
             await run.close()
         asks = f"; asks approval of {outcome.approval.action}" if outcome.approval else ""
         summary = outcome.summary()
         log.info("tools task %s: %d steps, %s%s", task.request_id, outcome.steps, summary, asks)
-        return self._result(task, outcome, run)
+        return self._result(task, outcome, run).model_copy(update={"tool_calls": used})
 
     def _result(self, task: WorkerTask, outcome: LoopOutcome, run: RunContext) -> WorkerResult:
         if outcome.approval is not None:  # nothing of it ran; the request parks on it

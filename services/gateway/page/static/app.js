@@ -51,6 +51,13 @@ const conversation = new Conversation($("log"), send, {
       : "Answer " + label.toLowerCase() + ".");
     sidebar.refresh();
   },
+  async timeline(requestId) {
+    const resp = await fetch("/api/requests/" + encodeURIComponent(requestId) + "/timeline", {
+      headers: authHeaders(),
+    });
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    return resp.json();
+  },
 });
 const sidebar = new Sidebar((uuid) => openSession(uuid, "Opened an earlier conversation."),
   authHeaders);

@@ -2,6 +2,7 @@
 // streams, progress, verdicts, clarification questions, sources, status). Text from the server
 // goes in as text nodes, except an answer, which goes through render.js (Markdown, sanitized).
 import { StreamingAnswer, copyCode, renderSources, splitSources } from "./render.js";
+import { offerTimeline } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -20,7 +21,8 @@ const STATUS_LABELS = {
 
 export class Conversation {
   /** `send(frame)` puts a frame on the socket (false when it cannot); `events` is told about
-   * what the rest of the page cares for (`answered`, `asked`). */
+   * what the rest of the page cares for (`answered`, `asked`) and reads a request's timeline
+   * (`timeline(id)`, for "How this was made"). */
   constructor(log, send, events) {
     this.log = log;
     this.send = send;
@@ -195,6 +197,7 @@ export class Conversation {
       note.hidden = false;
       note.textContent = "Final note: the evaluator still found this lacking: " + meta.feedback;
     }
+    offerTimeline(c.node.querySelector(".made"), f.request_id || c.id, this.events.timeline);
     if (meta.trace_id) {
       c.node.querySelector(".trace").hidden = false;
       c.node.querySelector(".trace-id").textContent = meta.trace_id;
