@@ -6,7 +6,6 @@ another principal's task, which does not exist for the caller."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any, get_args
 
 import httpx
@@ -30,12 +29,6 @@ from tests.support.harness import System
 from tests.support.protocols import say, transport
 from tests.support.scripts import held, verdict
 from tests.support.sse import events
-
-
-@pytest.fixture
-async def http(system: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=system.http_url, timeout=90) as client:
-        yield client
 
 
 async def rpc(http: httpx.AsyncClient, method: str, params: Any, **headers: str) -> Any:

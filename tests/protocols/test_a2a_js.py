@@ -9,40 +9,17 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.webhook import HOOK, Webhook
-from tests.support.gateway_client import token, tokens_env
-from tests.support.harness import System, llm_env
+from tests.support.gateway_client import token
+from tests.support.harness import System
 from tests.support.scripts import verdict
 
 HERE = Path(__file__).parent / "a2a_js"
 COMPLETED, INPUT_REQUIRED = 3, 6
-
-
-@pytest.fixture(scope="module")
-def webhook() -> Iterator[Webhook]:
-    with Webhook() as hook:
-        yield hook
-
-
-@pytest.fixture(scope="module")
-def js_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path, webhook: Webhook
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_EGRESS_ALLOW": webhook.host_port,
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
 
 
 async def flow(system: System, name: str, *extra: str) -> dict[str, Any]:
@@ -70,11 +47,11 @@ async def flow(system: System, name: str, *extra: str) -> dict[str, Any]:
 
 
 async def test_the_js_client_starts_a_second_task_while_the_first_waits_for_input(
-    js_system: System, fake_llm: FakeOpenAI
+    push_system: System, fake_llm: FakeOpenAI
 ) -> None:
     said = iter([verdict(False, 20, "Which city?", user_input_needed=True, questions=["City?"])])
     fake_llm.script("fake-evaluator", lambda body: next(said, verdict(True, 90, "Good.")))
-    seen = await flow(js_system, "tasks")
+    seen = await flow(push_system, "tasks")
     assert seen["first"]["state"] == INPUT_REQUIRED
     assert seen["second"]["state"] == COMPLETED and seen["second"]["id"] != seen["first"]["id"]
     assert seen["second"]["contextId"] == seen["contextId"]
@@ -83,16 +60,16 @@ async def test_the_js_client_starts_a_second_task_while_the_first_waits_for_inpu
 
 
 async def test_the_js_client_sends_a_message_of_data_alone(
-    js_system: System, fake_llm: FakeOpenAI
+    push_system: System, fake_llm: FakeOpenAI
 ) -> None:
-    seen = await flow(js_system, "data")
+    seen = await flow(push_system, "data")
     assert seen["state"] == COMPLETED
     prompt = json.dumps(fake_llm.chat_calls("fake-frontline")[-1])
     assert "Lyon" in prompt and "untrusted" in prompt
 
 
-async def test_the_js_client_pages_through_list_tasks(js_system: System) -> None:
-    seen = await flow(js_system, "paging")
+async def test_the_js_client_pages_through_list_tasks(push_system: System) -> None:
+    seen = await flow(push_system, "paging")
     newest_first = seen["ids"][::-1]
     assert seen["first"] == {"ids": newest_first[:2], "pageSize": 2, "totalSize": 3}
     assert seen["rest"] == {"ids": newest_first[2:], "pageSize": 1, "next": ""}
@@ -101,9 +78,9 @@ async def test_the_js_client_pages_through_list_tasks(js_system: System) -> None
 
 
 async def test_the_js_client_gets_push_notifications_and_a_private_webhook_is_refused(
-    js_system: System, webhook: Webhook
+    push_system: System, webhook: Webhook
 ) -> None:
-    seen = await flow(js_system, "push", webhook.url + HOOK, "http://192.168.1.10/hook")
+    seen = await flow(push_system, "push", webhook.url + HOOK, "http://192.168.1.10/hook")
     task = seen["task"]["id"]
     assert seen["task"]["state"] == COMPLETED
     assert seen["made"] == {"id": "second", "taskId": task, "url": webhook.url + HOOK}

@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -37,30 +36,9 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from nats.aio.msg import Msg
 
 from contracts import Subjects
-from services.runtime.bus.natsserver import NatsServer
-from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.webhook import HOOK, Webhook
-from tests.support.gateway_client import bearer, tokens_env
-from tests.support.harness import System, llm_env
-
-
-@pytest.fixture(scope="module")
-def webhook() -> Iterator[Webhook]:
-    with Webhook() as hook:
-        yield hook
-
-
-@pytest.fixture(scope="module")
-def push_system(
-    nats_server: NatsServer, fake_llm: FakeOpenAI, logs_dir: Path, webhook: Webhook
-) -> Iterator[System]:
-    env = {
-        **llm_env(fake_llm.base_url),
-        "SIDEKICK_AUTH_TOKENS": tokens_env(),
-        "SIDEKICK_EGRESS_ALLOW": webhook.host_port,
-    }
-    with System(nats_server.url, env, logs_dir).start_all() as sys_:
-        yield sys_
+from tests.support.gateway_client import bearer
+from tests.support.harness import System
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -31,12 +30,6 @@ from services.gateway.a2a.service import DATA_BEGIN, DATA_END
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System
 from tests.support.scripts import verdict
-
-
-@pytest.fixture
-async def http(system: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=system.http_url, timeout=90) as client:
-        yield client
 
 
 @pytest.fixture
