@@ -10,7 +10,9 @@ bucket in memory and on the real server, each `Budget` standing for one process:
 - the lease of a process that died lapses after SIDEKICK_BUDGET_LEASE_SECONDS: its room returns;
 - a count the bucket refuses is kept and lands, once, when the bucket takes writes again;
 - a stopping process writes its counts and returns its lease, its holds left as per-step holds;
-- near the limit no lease is taken: steps are held one by one in the bucket."""
+- near the limit no lease is taken: steps are held one by one in the bucket;
+- a count held one by one that ends while the first busy step waits to lease the day leaves
+  one account, and one lease, of the day in the process: every step in flight stays held."""
 
 from __future__ import annotations
 
@@ -241,3 +243,88 @@ async def test_near_the_limit_steps_are_held_one_by_one(kv: Any) -> None:
             meter.add(USED)
     day = await stored(kv, day_key("pat"))
     assert (day.calls, day.held) == (HOT_STEPS + 3, {})
+
+
+class Paused:
+    """The bucket, with the next write of `key` held until `go` is set (`at`: it is held)."""
+
+    def __init__(self, kv: Any, key: str) -> None:
+        self.kv, self.key = kv, key
+        self.armed = False
+        self.at, self.go = asyncio.Event(), asyncio.Event()
+
+    async def get(self, key: str) -> Any:
+        return await self.kv.get(key)
+
+    async def create(self, key: str, value: bytes) -> int:
+        return int(await self.kv.create(key, value))
+
+    async def update(self, key: str, value: bytes, last: int) -> int:
+        if self.armed and key == self.key:
+            self.armed = False
+            self.at.set()
+            await self.go.wait()
+        return int(await self.kv.update(key, value, last=last))
+
+
+async def test_a_lease_taken_while_a_count_ends_is_the_only_one_of_its_day(kv: Any) -> None:
+    """The interleaving that let one principal's racing requests pass the day: a step count
+    held one by one ends (its write in flight) while the first busy step waits to lease the
+    day; the count, ending, must not drop the day's account the lease is taken in, or the
+    next step leases again under the same name, replacing the first lease with its hold in
+    flight, and together the steps hold more than the day has."""
+    limit = 40 * STEP
+    paused = Paused(kv, day_key("pat"))
+    spend = budget(paused, budget_daily_tokens=limit)
+    for i in range(HOT_STEPS - 1):  # not busy yet: held and counted step by step
+        await step(spend, f"r{i}")
+    last = spend.step(Req("last"), one_call(), part="frontline")
+    meter = await last.__aenter__()  # the last step held one by one, its call made
+    meter.add(USED)
+    paused.armed = True
+    counting = asyncio.create_task(last.__aexit__(None, None, None))
+    await paused.at.wait()  # its count's write is on its way
+    release = asyncio.Event()
+    held: list[str] = []
+    refused: list[OverBudget] = []
+
+    async def in_flight(request_id: str, started: asyncio.Event) -> None:
+        try:
+            async with spend.step(Req(request_id), one_call(), part="frontline") as meter:
+                held.append(request_id)
+                started.set()
+                await release.wait()
+                meter.add(USED)
+        except OverBudget as exc:
+            refused.append(exc)
+            started.set()
+
+    first = asyncio.Event()
+    calls = [asyncio.create_task(in_flight("busy0", first))]
+    for _ in range(20):  # the first busy step reaches the day's turn, behind the count
+        await asyncio.sleep(0)
+    assert not first.is_set()
+    paused.go.set()
+    await counting
+    await first.wait()
+    assert held == ["busy0"] and leases(await stored(kv, day_key("pat")))  # a lease
+    n = 1
+    while not refused:  # more steps, each held while the others are, until one is refused
+        started = asyncio.Event()
+        calls.append(asyncio.create_task(in_flight(f"busy{n}", started)))
+        await started.wait()
+        n += 1
+    day = await stored(kv, day_key("pat"))
+    counted = day.input_tokens + day.output_tokens
+    assert counted == HOT_STEPS * STEP
+    # Every step in flight is reserved in the day (in a live lease or as its own hold), and
+    # what is reserved stays within the limit: so are the steps in flight.
+    reserved = day.committed(time.time())[0]
+    assert counted + len(held) * STEP <= reserved <= limit, (len(held), day.held)
+    assert "daily tokens" in refused[0].limit.note()
+    release.set()
+    await asyncio.gather(*calls)
+    await asyncio.sleep(0.5)  # a flush interval and more
+    day = await stored(kv, day_key("pat"))
+    assert day.calls == HOT_STEPS + len(held)
+    assert day.input_tokens + day.output_tokens <= limit

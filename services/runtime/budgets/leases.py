@@ -141,6 +141,7 @@ class Account:
         self.last_active = 0.0
         self.cold_until = 0.0  # near the limit: no lease tried before this
         self.shrinking = False  # a write that shrinks the lease is on its way: take nothing
+        self.users = 0  # the ledger's calls that have it in hand (it is not forgotten meanwhile)
         self.failures = 0
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None

@@ -6,7 +6,9 @@ A principal is busy here when this process held `HOT_STEPS` of its steps within 
 seconds; then its day is leased, and, while the day is, its sessions. Below that a per-step
 hold costs less than a lease would. Each account with a lease or a batch has a task of its own
 (`schedule`) that writes the batch, renews the lease and returns it when idle; a count that the
-bucket does not take is kept in the key's account and written again until it lands, once."""
+bucket does not take is kept in the key's account and written again until it lands, once.
+An account is forgotten once empty and no call has it in hand (`_using`): a process has one
+account, and so one lease, per key."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from nats.js.kv import KeyValue
@@ -162,9 +164,9 @@ class Ledger:
 
     def forget(self, account: Account) -> None:
         """Drop an account with nothing left in it (no lease, no hold, no count to write, not
-        found near its limit a moment ago)."""
+        found near its limit a moment ago) that no call of the ledger has in hand (`_using`)."""
         busy = account.task is not None and not account.task.done()
-        if busy and asyncio.current_task() is not account.task:
+        if account.users or (busy and asyncio.current_task() is not account.task):
             return
         if account.cold_until > time.time():
             return
@@ -178,6 +180,24 @@ class Ledger:
             self.account(day_key(principal), "daily"),
             self.account(session_key(principal, session_id), "session"),
         )
+
+    @contextlib.contextmanager
+    def _using(self, who: tuple[str, str]) -> Iterator[tuple[Account, Account]]:
+        """The day's and the session's accounts of `who` (principal, session id), kept while
+        the call has them in hand and forgotten after, if empty. An account forgotten while a
+        call still had it (a count held one by one ending while a busy step waits to lease
+        the day) would be leased by that step beside the new one that the next step finds:
+        two leases of one process under one name, each write replacing the other's, and the
+        holds of the one replaced held nowhere in the bucket."""
+        accounts = self._accounts(who)
+        for account in accounts:
+            account.users += 1
+        try:
+            yield accounts
+        finally:
+            for account in accounts:
+                account.users -= 1
+                self.forget(account)
 
     def busy(self, principal: str, ask: Ask) -> tuple[bool, tuple[float, float]]:
         """Note a step of `principal`: whether it is busy here (HOT_STEPS steps within
@@ -216,12 +236,7 @@ class Ledger:
                 return got
         account.drop(holder)  # a hold in the bucket replaces one from the lease
         limits = limits_of(settings, account.scope)
-        try:
-            return await holds.hold(
-                self.bucket(), account.key, holder, ask, limits, account.scope, ttl
-            )
-        finally:
-            self.forget(account)
+        return await holds.hold(self.bucket(), account.key, holder, ask, limits, account.scope, ttl)
 
     async def _release(self, account: Account, holder: str) -> None:
         if account.drop(holder) is None:
@@ -233,40 +248,40 @@ class Ledger:
         would pass (the day's first), with no hold left in either (holds.hold_both)."""
         if ask.tokens != ask.least:
             raise ValueError("hold_both holds one call's maximum: tokens == least")
-        day, session = self._accounts(who)
-        hot, rate = self.busy(who[0], ask)
-        if hot and not day.leased:  # the day first: its session leases once it does
-            first = await self._hold_at(day, holder, ask, hot, rate)
-            got = [first, await self._hold_at(session, holder, ask, day.leased, (0.0, 0.0))]
-        else:
-            got = list(
-                await asyncio.gather(
-                    self._hold_at(day, holder, ask, hot, rate),
-                    self._hold_at(session, holder, ask, hot and day.leased, (0.0, 0.0)),
+        with self._using(who) as (day, session):
+            hot, rate = self.busy(who[0], ask)
+            if hot and not day.leased:  # the day first: its session leases once it does
+                first = await self._hold_at(day, holder, ask, hot, rate)
+                got = [first, await self._hold_at(session, holder, ask, day.leased, (0.0, 0.0))]
+            else:
+                got = list(
+                    await asyncio.gather(
+                        self._hold_at(day, holder, ask, hot, rate),
+                        self._hold_at(session, holder, ask, hot and day.leased, (0.0, 0.0)),
+                    )
                 )
-            )
-        refused = next((g for g in got if isinstance(g, Limit)), None)
-        if refused is not None:  # nothing is sent: no hold stays
-            for account, g in zip((day, session), got, strict=True):
-                if not isinstance(g, Limit):
-                    await self._release(account, holder)
-        return refused
+            refused = next((g for g in got if isinstance(g, Limit)), None)
+            if refused is not None:  # nothing is sent: no hold stays
+                for account, g in zip((day, session), got, strict=True):
+                    if not isinstance(g, Limit):
+                        await self._release(account, holder)
+            return refused
 
     async def hold_in_turn(self, who: tuple[str, str], holder: str, ask: Ask) -> int | Limit:
         """Hold `ask` for `holder` in the day of `who`'s principal, then in its session no more
         than the day granted: the tokens granted in both, or the limit."""
-        day, session = self._accounts(who)
-        hot, rate = self.busy(who[0], ask)
-        got = await self._hold_at(day, holder, ask, hot, rate)
-        if isinstance(got, Limit):
-            return got
-        granted = min(ask.tokens, got)
-        more = await self._hold_at(
-            session, holder, replace(ask, tokens=granted), hot and day.leased, (0.0, 0.0)
-        )
-        if isinstance(more, Limit):
-            return more
-        return min(granted, more)
+        with self._using(who) as (day, session):
+            hot, rate = self.busy(who[0], ask)
+            got = await self._hold_at(day, holder, ask, hot, rate)
+            if isinstance(got, Limit):
+                return got
+            granted = min(ask.tokens, got)
+            more = await self._hold_at(
+                session, holder, replace(ask, tokens=granted), hot and day.leased, (0.0, 0.0)
+            )
+            if isinstance(more, Limit):
+                return more
+            return min(granted, more)
 
     async def count(self, who: tuple[str, str], holder: str, usage: Usage) -> bool:
         """Count `holder`'s ended spend in the day and the session of `who`, once each,
@@ -274,10 +289,11 @@ class Ledger:
         within a flush interval), or, when the store does not answer, kept and written once it
         does. Whether it was not known counted already (a redelivery's count is not)."""
         usd = cost(usage, self.table)
-        day, session = self._accounts(who)
-        got = await asyncio.gather(
-            self._count_at(day, holder, usage, usd), self._count_at(session, holder, usage, usd)
-        )
+        with self._using(who) as (day, session):
+            got = await asyncio.gather(
+                self._count_at(day, holder, usage, usd),
+                self._count_at(session, holder, usage, usd),
+            )
         return got[0]
 
     async def _count_at(self, account: Account, holder: str, usage: Usage, usd: float) -> bool:
@@ -304,7 +320,6 @@ class Ledger:
             return True
         if fresh and account.scope == "daily":
             self.spent(account.key, {holder: Pending(usage, usd, False)})
-        self.forget(account)
         return fresh
 
     def spent(self, key: str, fresh: dict[str, Pending]) -> None:
@@ -322,12 +337,12 @@ class Ledger:
     ) -> None:
         """Settle `holder`'s holds down to `spent` (its tokens and money so far), lapsing `ttl`
         seconds from now: in the lease's memory where it held there, else in the bucket."""
-        for account in self._accounts(who):
-            # In the bucket even where it held from the lease: a person may take hours, and
-            # the lease should not be kept (renewed) for as long.
-            await holds.park(self.bucket(), account.key, holder, spent, ttl)
-            account.drop(holder)
-            self.forget(account)
+        with self._using(who) as accounts:
+            for account in accounts:
+                # In the bucket even where it held from the lease: a person may take hours,
+                # and the lease should not be kept (renewed) for as long.
+                await holds.park(self.bucket(), account.key, holder, spent, ttl)
+                account.drop(holder)
 
     async def drain(self) -> None:
         """The process stops: every batch written, every lease returned (its holds left as
