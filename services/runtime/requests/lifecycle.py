@@ -159,17 +159,9 @@ class Requests:
         def decide(current: Tracked | None) -> RequestRecord | None:
             if current is None or (source is not None and current.value.state != source):
                 raise IllegalMove(current, target, self.by)
-            updated = _moved(current.value, target, changes)
-            if updated is not None and not reachable(current.value.state, target, self.by, via):
-                raise IllegalMove(current, target, self.by)
-            return updated
+            return self._checked(current, target, changes, via)
 
-        # A refusal or a no-op found on `known` is checked on a fresh read (kvstore.py).
-        done = await compare_and_set(
-            self.kv, request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
-        )
-        assert done is not None  # decide() refuses a request that is not there
-        return done
+        return await self._write(request_id, decide, known)
 
     async def change(
         self,
@@ -191,11 +183,32 @@ class Requests:
             if planned is None:
                 return None
             target, changes = planned
-            updated = _moved(current.value, target, changes)
-            if updated is not None and not reachable(current.value.state, target, self.by, via):
-                raise IllegalMove(current, target, self.by)
-            return updated
+            return self._checked(current, target, changes, via)
 
+        return await self._write(request_id, decide, known)
+
+    def _checked(
+        self,
+        current: Tracked,
+        target: RequestState,
+        changes: dict[str, Any],
+        via: tuple[RequestState, ...],
+    ) -> RequestRecord | None:
+        """The record moved to `target` with `changes` (None: nothing to write); IllegalMove
+        when the table forbids this actor the move (through `via`)."""
+        updated = _moved(current.value, target, changes)
+        if updated is not None and not reachable(current.value.state, target, self.by, via):
+            raise IllegalMove(current, target, self.by)
+        return updated
+
+    async def _write(
+        self,
+        request_id: str,
+        decide: Callable[[Tracked | None], RequestRecord | None],
+        known: Tracked | None,
+    ) -> Tracked:
+        """One compare-and-set of the record as `decide` says; a refusal or a no-op found on
+        `known` is checked on a fresh read (kvstore.py)."""
         done = await compare_and_set(
             self.kv, request_id, RequestRecord, decide, known=known, attempts=self.ATTEMPTS
         )
