@@ -8,6 +8,8 @@ bucket in memory and on the real server, each `Budget` standing for one process:
   and the day ends with every call counted once and never past the limit;
 - a request counted by one process and counted again by another (a redelivery) counts once;
 - the lease of a process that died lapses after SIDEKICK_BUDGET_LEASE_SECONDS: its room returns;
+- a process that stalls past its lease, its room taken meanwhile, grants nothing from the lapsed
+  lease and writes it back no larger than the room left: the day is never over-committed;
 - a count the bucket refuses is kept and lands, once, when the bucket takes writes again;
 - a stopping process writes its counts and returns its lease, its holds left as per-step holds;
 - near the limit no lease is taken: steps are held one by one in the bucket;
@@ -23,7 +25,7 @@ from typing import Any
 from contracts import Usage
 from services.runtime.base.settings import Settings
 from services.runtime.budgets import Ask, Budget, OverBudget
-from services.runtime.budgets.accounts import Day, day_key, session_key
+from services.runtime.budgets.accounts import TURNS, Day, day_key, session_key
 from services.runtime.budgets.leases import HOT_STEPS, LEASE
 from tests.support.budgets import Req
 
@@ -328,3 +330,67 @@ async def test_a_lease_taken_while_a_count_ends_is_the_only_one_of_its_day(kv: A
     day = await stored(kv, day_key("pat"))
     assert day.calls == HOT_STEPS + len(held)
     assert day.input_tokens + day.output_tokens <= limit
+
+
+async def stall(spend: Budget) -> None:
+    """The process stalls: its accounts' writers stop, each between two writes (at its key's
+    turn: no write of the key is on its way), and nothing of it runs until it goes on."""
+    for key, account in list(spend.ledger.accounts.items()):
+        async with TURNS.turn(key):
+            if account.task is not None:
+                account.task.cancel()
+
+
+async def test_a_lease_that_lapsed_while_its_process_stalled_takes_no_room_taken(
+    kv: Any,
+) -> None:
+    """Process A leases a large slice of the day, then stalls past the lease's time; the day no
+    longer counts the slice, and process B spends most of it. A's lapsed lease grants nothing,
+    and A's next writes (the one its next step needs, its writer's) must not put the old slice
+    back: the day's count plus every live lease and hold stays within the limit at every
+    write."""
+    limit = 200 * STEP
+    watched = Watched(kv, limit)
+    a = budget(watched, budget_daily_tokens=limit, budget_lease_seconds=1.0, budget_idle_seconds=60)
+    b = budget(watched, budget_daily_tokens=limit)
+    for i in range(40):  # busy: the lease grows with the rate, to more than the room left below
+        await step(a, f"a{i}")
+    for _ in range(100):  # the batch written: what is left of the lease is all unused
+        day = await stored(kv, day_key("pat"))
+        if day.calls == 40:
+            break
+        await asyncio.sleep(0.05)
+    await stall(a)
+    day = await stored(kv, day_key("pat"))
+    lease = day.held[a.ledger.lease_name]
+    counted = day.input_tokens + day.output_tokens
+    assert counted == 40 * STEP and lease.tokens >= 40 * STEP, leases(day)
+    await asyncio.sleep(max(lease.until - time.time(), 0) + 0.2)  # lapsed
+    account = a.ledger.accounts[day_key("pat")]
+    assert account.size[0] == lease.tokens and not account.fits(one_call())
+    assert account.take("late.frontline", one_call(), 60, time.time()) is None
+    # B spends all but 34 steps' room: not near the limit (four slices of eight steps), yet
+    # less than A's old lease.
+    big = limit - counted - 34 * STEP
+    ask = Ask("frontline", 0, 0.0, big, big, 0.0)
+    async with b.step(Req("b0", session_id="pat/s2"), ask, part="frontline") as meter:
+        meter.add(Usage.of_call("m", big // 2, big - big // 2))
+    day = await stored(kv, day_key("pat"))
+    assert day.input_tokens + day.output_tokens == limit - 34 * STEP
+    assert day.committed(time.time())[0] == limit - 34 * STEP  # A's slice no longer counts
+    # A goes on: its writers renew its leases, then it takes a step.
+    for account in list(a.ledger.accounts.values()):
+        a.ledger.schedule(account)
+    await asyncio.sleep(0.3)
+    day = await stored(kv, day_key("pat"))
+    assert watched.worst <= limit, (watched.worst, day.held)  # at every write
+    assert 0 < leases(day)[a.ledger.lease_name] <= 34 * STEP
+    await step(a, "late")
+    await asyncio.sleep(0.5)  # its batch written
+    day = await stored(kv, day_key("pat"))
+    assert watched.worst <= limit, (watched.worst, day.held)
+    assert day.committed(time.time())[0] <= limit
+    assert day.calls == 42 and day.input_tokens + day.output_tokens == limit - 33 * STEP
+    await a.drain()
+    await b.drain()
+    assert watched.worst <= limit

@@ -15,7 +15,8 @@ what its holds spent, renews it for SIDEKICK_BUDGET_LEASE_SECONDS, grows it when
 fit (the recent rate over `HORIZON` seconds, at least `SLICE_STEPS` steps, never more than a
 fair share: half of what is left, split among the leases there), shrinks it to what is in use
 near the limit (less left than `FEW_SLICES` slices) or when idle (no step for
-SIDEKICK_BUDGET_IDLE_SECONDS), and, as the process stops,
+SIDEKICK_BUDGET_IDLE_SECONDS), never writes it back larger than the room left (one that lapsed
+while its process stalled: a fair share, as a new one), and, as the process stops,
 returns it, the holds it still has left as per-step holds. A day's account writes every
 SIDEKICK_BUDGET_FLUSH_SECONDS, a session's when its lease is returned or renewed; a count that
 cannot be written is kept and written again until it lands. A lease whose process died lapses
@@ -299,26 +300,33 @@ class Account:
         room_t = limits[0] - counted_t - sum(h.tokens for h in held.values())
         room_u = limits[1] - counted_u - sum(h.usd for h in held.values())
         leases = sum(1 for h in held.values() if h.step == LEASE)
+        fair_t = math.floor(room_t / (2 * (leases + 1)))
+        fair_u = room_u / (2 * (leases + 1))
+        # Written back, a lease takes no more than the room left; one that lapsed (its process
+        # stalled: others may have taken its room) no more than a fair share, as a new one. What
+        # its steps granted have in use stays, as their per-step holds would.
+        entry = day.held.get(name)
+        lapsed = self.until <= now or entry is None or entry.until <= now
+        cap_t, cap_u = (fair_t, fair_u) if lapsed else (room_t, room_u)
+        had = keep  # the lease as this process has it, less what its batch spent
+        if self.leased:
+            keep = (max(use_t, min(keep[0], cap_t)), round(max(use_u, min(keep[1], cap_u)), 6))
         unit = self.unit
         near = room_t < FEW_SLICES * SLICE_STEPS * unit.tokens or (
             unit.usd > 0 and room_u < FEW_SLICES * SLICE_STEPS * unit.usd
         )
         idle = not live and now - self.last_active >= self.ledger.settings.budget_idle_seconds
-        shrink = False
         if final:
-            size, shrink = (0, 0.0), True
+            size = (0, 0.0)
             for holder, mine in live.items():  # per-step holds now, lapsing as they would
                 held[holder] = Hold(
                     tokens=mine.tokens, usd=round(mine.usd, 6), step=mine.step, until=mine.until
                 )
         elif near or (idle and not grow):
             size = (use_t, use_u) if self.leased else (0, 0.0)
-            shrink = size != keep
             if near:
                 self.cold_until = now + COLD
         elif grow:
-            fair_t = math.floor(room_t / (2 * (leases + 1)))
-            fair_u = room_u / (2 * (leases + 1))
             # Enough for two flush intervals at the recent rate: a batch rarely has to grow it.
             horizon = max(HORIZON, 2 * self.ledger.settings.budget_flush_seconds)
             want_t = max(SLICE_STEPS * unit.tokens, math.ceil(self.rate[0] * horizon))
@@ -330,8 +338,9 @@ class Account:
         else:
             size = keep
         renew = self.leased and self.until - now <= self.ledger.settings.budget_lease_seconds / 2
-        if not (batch or final or size != keep or renew):
+        if not (batch or final or size != had or renew):
             return None, size, fresh, False
+        shrink = final or size[0] < had[0] or size[1] < had[1]  # takes wait for the write
         if size[0] > 0 or size[1] > 0:
             held[name] = Hold(
                 tokens=size[0],
