@@ -16,14 +16,12 @@ import asyncio
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import nats
 
-from contracts import Usage
+from contracts import ChatRequested, Usage
 from services.runtime.base.settings import Settings
 from services.runtime.budgets import Budget
 from services.runtime.budgets.accounts import Day, Days, day_key
@@ -33,16 +31,9 @@ from services.runtime.budgets.leases import HOT_STEPS
 from services.runtime.bus.natsserver import NatsServer
 
 
-@dataclass(frozen=True)
-class Req:
-    request_id: str
-    principal: str = "bench"
-    session_id: str = ""
-    ts: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-
-class Writes:
-    """The bucket, its reads and writes counted."""
+class Counted:
+    """A KV bucket whose reads and writes (get, create, update) are counted in `n`; the
+    gateway's admission test counts its reads with it too (tests/budgets/test_admission.py)."""
 
     def __init__(self, kv: Any) -> None:
         self.kv = kv
@@ -85,7 +76,12 @@ async def leased(kv: Any, n: int) -> None:
     usage = Usage.of_call("m", 60, 40)
 
     async def step(request_id: str, session: int) -> None:
-        req = Req(request_id, principal, f"{principal}/s{session}")
+        req = ChatRequested(
+            request_id=request_id,
+            session_id=f"{principal}/s{session}",
+            principal=principal,
+            message="",
+        )
         async with spend.step(req, Ask("frontline", 0, 0.0, 5000, 5000, 0.0)) as meter:
             meter.add(usage)
 
@@ -118,7 +114,7 @@ async def measure(url: str, sizes: list[int]) -> None:
         for n in sizes:
             await per_step(kv, n)
         for n in sizes:
-            await leased(Writes(kv), n)
+            await leased(Counted(kv), n)
     finally:
         await nc.close()
 

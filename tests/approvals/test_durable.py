@@ -5,7 +5,6 @@ nats-server; an approval nobody answers expires and the email is declined with a
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -24,7 +23,7 @@ from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, wait_status
 from tests.support.harness import System
 from tests.support.scripts import script_email
-from tests.support.systems import Systems
+from tests.support.systems import Systems, restarted
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,12 +57,7 @@ async def test_a_parked_approval_survives_a_restart_of_every_service_and_of_nats
     script_email(fake_llm)
     async with AuthClient(durable.ws_url, "ivan", events=True) as ivan:
         request_id, approval = await ask_for_email(ivan)
-    durable.stop()
-    port = own_nats.port
-    own_nats.stop()
-    own_nats.port = port
-    await asyncio.to_thread(own_nats.start)
-    await asyncio.to_thread(durable.start_all)
+    await restarted(durable, own_nats)
     async with api(durable.http_url, "ivan") as http:
         parked = (await http.get(f"/api/workflows/{request_id}")).json()
         assert parked["state"]["approval"]["digest"] == approval["digest"]

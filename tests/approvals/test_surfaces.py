@@ -7,16 +7,14 @@ changed after approval asks again and the old approval is never used."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import httpx
-import pytest
 from a2a.types.a2a_pb2 import TaskState
 from playwright.async_api import expect
 
 from contracts.approvals import digest_of
 from tests.support.agui import run_input
-from tests.support.approvals import answer, asked_to_email, emails_asked, feedback
+from tests.support.approvals import answer, asked_to_email, feedback
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, bearer, token
@@ -25,13 +23,7 @@ from tests.support.page import chromium, send, shot
 from tests.support.protocols import ag_ui_run, run_chat, say, transport
 from tests.support.scripts import EMAIL_BODY as BODY
 from tests.support.scripts import script_email
-from tests.support.systems import Systems
 from tests.support.xss import nothing_ran, watched_page
-
-
-@pytest.fixture(scope="module")
-def asking(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
-    yield from emails_asked(systems, sendgrid)
 
 
 async def test_yes_sends_exactly_the_approved_email_once_and_the_decision_is_kept(

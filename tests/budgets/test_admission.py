@@ -9,21 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bench.holds import Counted
 from contracts import Usage
 from services.runtime.base.settings import Settings
 from services.runtime.budgets.accounts import Days, day_key
 from services.runtime.budgets.admission import Admission
 from services.runtime.budgets.leases import HOT_STEPS
-
-
-class Reads:
-    def __init__(self, kv: Any) -> None:
-        self.kv = kv
-        self.n = 0
-
-    async def get(self, key: str) -> Any:
-        self.n += 1
-        return await self.kv.get(key)
 
 
 def admission(kv: Any, seconds: float) -> Admission:
@@ -36,7 +27,7 @@ async def spend_the_day(kv: Any) -> None:
 
 
 async def test_a_principal_not_busy_is_read_every_time(kv: Any) -> None:
-    reads = Reads(kv)
+    reads = Counted(kv)
     gate = admission(reads, 60)
     for _ in range(HOT_STEPS):
         assert await gate.refusal("pat", "pat/s1") is None
@@ -47,7 +38,7 @@ async def test_a_principal_not_busy_is_read_every_time(kv: Any) -> None:
 
 
 async def test_a_busy_principal_is_read_once_a_period_and_refused_within_it(kv: Any) -> None:
-    reads = Reads(kv)
+    reads = Counted(kv)
     gate = admission(reads, 0.5)
     for _ in range(HOT_STEPS + 1):
         assert await gate.refusal("pat", "pat/s1") is None
@@ -65,7 +56,7 @@ async def test_a_busy_principal_is_read_once_a_period_and_refused_within_it(kv: 
 
 
 async def test_no_period_means_every_request_reads(kv: Any) -> None:
-    reads = Reads(kv)
+    reads = Counted(kv)
     gate = admission(reads, 0)
     for _ in range(HOT_STEPS + 5):
         await gate.refusal("pat", "pat/s1")

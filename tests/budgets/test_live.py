@@ -15,11 +15,11 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from tests.support.budgets import day_of
+from tests.support.budgets import day_of, judging
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.gateway_client import AuthClient, api
 from tests.support.harness import System
-from tests.support.scripts import evaluator_held, verdict
+from tests.support.scripts import verdict
 from tests.support.systems import Systems
 from tests.support.waits import wait_for
 
@@ -95,16 +95,14 @@ async def test_a_principal_whose_day_is_spent_is_refused_on_every_surface(
 async def test_the_days_count_after_a_sigkill_mid_request_and_a_redelivered_verdict_is_exact(
     three_calls: System, fake_llm: FakeOpenAI, nc: NATS
 ) -> None:
-    with evaluator_held(fake_llm) as hold:
-        async with AuthClient(three_calls.ws_url, "erin", events=True) as erin:
-            request_id = await erin.ack("search the tides")
-            await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
-            three_calls.kill("orchestrator")  # while the verdict is being made
-            # Its hold stands meanwhile: what it used, and at least the verdict's maximum.
-            assert (await day_of(nc, three_calls, "erin")).held[request_id].tokens > 36
-            hold.set()
-            await asyncio.to_thread(three_calls.restart, "orchestrator")
-            done = await erin.until_end_of(request_id)
+    judged = judging(three_calls, fake_llm, "erin", "search the tides")
+    async with judged as (erin, request_id, hold):
+        three_calls.kill("orchestrator")  # while the verdict is being made
+        # Its hold stands meanwhile: what it used, and at least the verdict's maximum.
+        assert (await day_of(nc, three_calls, "erin")).held[request_id].tokens > 36
+        hold.set()
+        await asyncio.to_thread(three_calls.restart, "orchestrator")
+        done = await erin.until_end_of(request_id)
     assert done.end["status"] == "completed"
     counted = await day_of(nc, three_calls, "erin")
     # The frontline's routing call (counted at the handoff), decision, attempt, verdict: four

@@ -34,11 +34,10 @@ from contracts import Subjects
 from services.runtime.budgets.accounts import Day, day_key
 from services.runtime.budgets.asks import prompt_estimate
 from services.runtime.budgets.leases import LEASE
-from tests.support.budgets import as_estimated, bucket, ended_or_refused, hello_race
+from tests.support.budgets import as_estimated, bucket, ended_or_refused, hello_race, judging
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient, api
 from tests.support.harness import Conversation, System
-from tests.support.scripts import evaluator_held
 from tests.support.systems import Systems
 from tests.support.waits import wait_for
 
@@ -196,13 +195,10 @@ async def test_dense_text_racing_for_a_day_never_passes_it(
 async def test_a_verdict_that_comes_after_its_request_was_cancelled_is_counted(
     spending: System, fake_llm: FakeOpenAI, nc: NATS
 ) -> None:
-    with evaluator_held(fake_llm) as hold:
-        async with AuthClient(spending.ws_url, "vera", events=True) as vera:
-            rid = await vera.ack("search for the tides")
-            await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
-            await vera.send({"cancel": rid})  # while the verdict is being made
-            done = await vera.until_end_of(rid)
-            assert done.end["status"] == "cancelled", done.frames
+    async with judging(spending, fake_llm, "vera", "search for the tides") as (vera, rid, hold):
+        await vera.send({"cancel": rid})  # while the verdict is being made
+        done = await vera.until_end_of(rid)
+        assert done.end["status"] == "cancelled", done.frames
         counted = await counted_calls(nc, spending, "vera", 3)  # routing, decision, worker
         assert sorted(counted.counted) == sorted([f"{rid}.frontline", rid])
         hold.set()  # the verdict comes after all: its call is the request's spend too

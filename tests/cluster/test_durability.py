@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NATS
 
-from contracts import ChatRequested, Subjects, WorkerResult, new_id
+from contracts import ChatRequested, Subjects, new_id
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import System
 from tests.support.probe import Probe
+from tests.support.results import succeeded
 from tests.support.scripts import verdict
 from tests.support.systems import Systems
 from tests.support.waits import wait_for
@@ -232,14 +233,7 @@ async def test_a_message_that_keeps_failing_is_dead_lettered_and_its_request_fai
     s = probe.s
     try:
         # A worker result for a request the orchestrator has no state for can never be applied.
-        orphan = WorkerResult(
-            request_id="orphan-1",
-            session_id="anonymous/orphan",
-            attempt=1,
-            worker_type="GENERAL",
-            success=True,
-            output="x",
-        )
+        orphan = succeeded("orphan-1", "anonymous/orphan", "GENERAL", "x")
         await probe.publish(orphan, s.worker_completed, "orphan-1:result:1")
         failed = await probe.wait_kind("orphan-1", "request.failed")
     finally:

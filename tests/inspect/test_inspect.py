@@ -20,7 +20,7 @@ from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import AuthClient, api, token
 from tests.support.harness import System, sidekick
 from tests.support.scripts import in_turn, script_email, verdict
-from tests.support.systems import SEND_FREELY, Systems
+from tests.support.systems import SEND_FREELY, Systems, restarted
 
 OPERATOR = "trent"
 PRICES = (
@@ -75,22 +75,25 @@ def steps(body: dict[str, Any]) -> list[tuple[str, int | None]]:
     return [(e["step"], e["attempt"]) for e in body["entries"]]
 
 
+# A `retried_once` request's steps, (step, attempt), up to its second verdict.
+RETRIED: list[tuple[str, int | None]] = [
+    ("accepted", None),
+    ("routed", None),
+    ("decided", None),
+    ("attempt", 1),
+    ("verdict", 1),
+    ("attempt", 2),
+    ("verdict", 2),
+]
+
+
 async def test_a_retried_request_shows_its_whole_story_in_order_to_its_owner_and_operators(
     storied: System, fake_llm: FakeOpenAI
 ) -> None:
     request_id = await retried_once(storied, fake_llm, "alice")
     status, body = await timeline(storied, "alice", request_id)
     assert status == 200, body
-    assert steps(body) == [
-        ("accepted", None),
-        ("routed", None),
-        ("decided", None),
-        ("attempt", 1),
-        ("verdict", 1),
-        ("attempt", 2),
-        ("verdict", 2),
-        ("ended", None),
-    ]
+    assert steps(body) == [*RETRIED, ("ended", None)]
     by = {(e["step"], e["attempt"]): e for e in body["entries"]}
     assert by[("routed", None)]["detail"] == "tools"
     decided = by[("decided", None)]
@@ -172,15 +175,7 @@ async def test_a_replay_from_attempt_2_with_another_model_is_a_new_request(
     _, again = await timeline(storied, "erin", new_id)
     assert again["state"] == "completed"
     assert again["replay"]["of"] == request_id
-    assert steps(again)[:7] == [
-        ("accepted", None),
-        ("routed", None),
-        ("decided", None),
-        ("attempt", 1),
-        ("verdict", 1),
-        ("attempt", 2),
-        ("verdict", 2),
-    ]
+    assert steps(again)[: len(RETRIED)] == RETRIED
     by = {(e["step"], e["attempt"]): e for e in again["entries"]}
     assert by[("attempt", 1)]["recorded_from"] == request_id  # taken as recorded
     assert by[("decided", None)]["recorded_from"] == request_id
@@ -318,12 +313,7 @@ async def test_inspect_and_replay_work_after_every_service_and_nats_restart(
 ) -> None:
     request_id = await retried_once(storied, fake_llm, "mallory")
     _, before = await timeline(storied, "mallory", request_id)
-    storied.stop()
-    port = own_nats.port
-    own_nats.stop()
-    own_nats.port = port
-    await asyncio.to_thread(own_nats.start)
-    await asyncio.to_thread(storied.start_all)
+    await restarted(storied, own_nats)
     status, after = await timeline(storied, "mallory", request_id)
     assert status == 200 and after == before
     in_turn(fake_llm, "fake-evaluator", verdict(True, 95, "Fine."))

@@ -3,21 +3,11 @@ what and when; the attempt that acted on it. A system whose email worker asks fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from tests.support.approvals import answer, asked_to_email, emails_asked
+from tests.support.approvals import answer, asked_to_email
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.gateway_client import api
 from tests.support.harness import System
-from tests.support.systems import Systems
-
-
-@pytest.fixture(scope="module")
-def asking(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
-    yield from emails_asked(systems, sendgrid)
 
 
 async def test_the_timeline_shows_what_was_asked_and_who_approved_it(

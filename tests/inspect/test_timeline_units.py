@@ -8,9 +8,10 @@ import pytest
 from contracts import RequestCompleted, RequestRecord, Usage
 from contracts.base import ToolUse
 from contracts.decisions import OrchestratorDecision
-from contracts.events import RequestRouted, WorkerResult
+from contracts.events import RequestRouted
 from contracts.state import Attempt, LoopState
 from services.gateway.requests.timeline import build
+from tests.support.results import succeeded
 
 pytestmark = pytest.mark.fast
 
@@ -57,15 +58,8 @@ def test_tool_calls_past_those_kept_are_said_to_be_no_longer_available() -> None
         request_id="r1", session_id="alice/s1", message="search the tides", reason="tools"
     )
     use = ToolUse(call_id="c1", name="web_search", arguments="{}", result="ok", ok=True, attempt=1)
-    result = WorkerResult(
-        request_id="r1",
-        session_id="alice/s1",
-        attempt=1,
-        worker_type="TOOLS",
-        success=True,
-        output="done",
-        usage=Usage(tool_calls=3),
-        tool_calls=[use],
+    result = succeeded(
+        "r1", "alice/s1", "TOOLS", "done", usage=Usage(tool_calls=3), tool_calls=[use]
     )
     decision = OrchestratorDecision(
         worker_type="TOOLS", task_description="look", parameters=[], success_criteria="ok"

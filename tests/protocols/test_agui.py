@@ -6,6 +6,8 @@ connection and after the gateway it was read from was SIGKILLed."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from itertools import groupby
 from typing import Any
 
@@ -16,7 +18,7 @@ from tests.support.fakes.openai_server import FakeOpenAI, Reply, tool_call
 from tests.support.gateway_client import bearer
 from tests.support.harness import System
 from tests.support.protocols import Reader, ag_ui_run, ag_ui_stream, read
-from tests.support.scripts import decide_tools, held, tool_results, verdict
+from tests.support.scripts import decide_tools, held, in_turn, tool_results, verdict
 from tests.support.sse import Sse
 
 
@@ -63,8 +65,9 @@ async def test_a_direct_answer_is_one_run_of_streamed_text(system: System) -> No
 async def test_a_routed_answer_shows_its_steps_and_the_retry(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
-    verdicts = iter([verdict(False, 30, "Too vague."), verdict(True, 90, "Good.")])
-    fake_llm.script("fake-evaluator", lambda body: next(verdicts))
+    in_turn(
+        fake_llm, "fake-evaluator", verdict(False, 30, "Too vague."), verdict(True, 90, "Good.")
+    )
     got = await ag_ui_run(system.http_url, run_input("Please route: compare two databases"))
     assert steps(got) == [
         "routed",
@@ -108,6 +111,17 @@ async def test_a_tool_call_is_start_args_end_and_result(
     assert got[-1].json["type"] == "RUN_FINISHED"
 
 
+@asynccontextmanager
+async def worker_held(
+    base: str, body: dict[str, Any], fake_llm: FakeOpenAI, answer: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.Response]]:
+    """The run `body` posted to `base`, its response streaming, while the worker's `answer`
+    waits until the block ends: (the HTTP client, the response)."""
+    with held(fake_llm, "fake-worker", answer):
+        async with ag_ui_stream(base, body) as (http, response):
+            yield http, response
+
+
 def asks_once(fake_llm: FakeOpenAI) -> None:
     said = iter([verdict(False, 20, "Which city?", user_input_needed=True, questions=["City?"])])
     fake_llm.script("fake-evaluator", lambda body: next(said, verdict(True, 90, "Good.")))
@@ -149,13 +163,12 @@ async def test_a_cancelled_run_finishes_with_outcome_cancelled(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
     body = run_input("Please route: a long job")
-    with held(fake_llm, "fake-worker", "late"):
-        async with ag_ui_stream(system.http_url, body) as (http, response):
-            reader = Reader(response)
-            await reader.upto("attempt 1")
-            cancelled = await http.post(f"/ag-ui/runs/{body['runId']}/cancel")
-            assert cancelled.status_code == 202
-            got = await reader.upto()
+    async with worker_held(system.http_url, body, fake_llm, "late") as (http, response):
+        reader = Reader(response)
+        await reader.upto("attempt 1")
+        cancelled = await http.post(f"/ag-ui/runs/{body['runId']}/cancel")
+        assert cancelled.status_code == 202
+        got = await reader.upto()
     assert got[-1].json["type"] == "RUN_FINISHED"
     assert got[-1].json["outcome"] == {"type": "cancelled"}
 
@@ -182,18 +195,23 @@ async def reattached(base: str, run_id: str, last: str | None) -> list[Sse]:
     return unframed(got, run_id) if last else got
 
 
+async def seen_once_each(base: str, run_id: str, before: list[Sse], rest: list[Sse]) -> None:
+    """The events read before the break and after it are the whole run read again from its
+    start: nothing missed, nothing twice, each the same."""
+    whole = await reattached(base, run_id, None)
+    assert ids(before + rest) == ids(whole)
+    assert [e.data for e in before + rest] == [e.data for e in whole]
+
+
 async def test_a_dropped_stream_is_resumed_from_its_last_event_id_without_duplicates(
     system: System, fake_llm: FakeOpenAI
 ) -> None:
     body = run_input("Please route: slow work")
     # The answer comes when the block ends, while no client is connected.
-    with held(fake_llm, "fake-worker", "Done at last."):
-        async with ag_ui_stream(system.http_url, body) as (_, response):
-            before = await read(response, until="attempt 1")
+    async with worker_held(system.http_url, body, fake_llm, "Done at last.") as (_, response):
+        before = await read(response, until="attempt 1")
     rest = await reattached(system.http_url, body["runId"], before[-1].id)
-    whole = await reattached(system.http_url, body["runId"], None)
-    assert ids(before + rest) == ids(whole)  # nothing missed, nothing twice
-    assert [e.data for e in before + rest] == [e.data for e in whole]
+    await seen_once_each(system.http_url, body["runId"], before, rest)
     assert rest[-1].json["type"] == "RUN_FINISHED"
     assert text(rest) == "Done at last."
 
@@ -204,10 +222,9 @@ async def test_a_run_is_re_attached_through_another_gateway_after_a_sigkill(
     replica = await asyncio.to_thread(system.replica)
     name = "gateway:" + replica.rsplit(":", 1)[1]
     body = run_input("Please route: survive a crash")
-    with held(fake_llm, "fake-worker", "Survived."):
-        async with ag_ui_stream(replica, body) as (http, response):
-            before = await read(response, until="attempt 1")
-            system.kill(name)  # mid-stream, with no goodbye
+    async with worker_held(replica, body, fake_llm, "Survived.") as (http, response):
+        before = await read(response, until="attempt 1")
+        system.kill(name)  # mid-stream, with no goodbye
     # The client goes on through the other gateway, with the POST it sent and its last id.
     async with (
         httpx.AsyncClient(base_url=system.http_url, timeout=90) as http,
@@ -216,9 +233,7 @@ async def test_a_run_is_re_attached_through_another_gateway_after_a_sigkill(
         ) as response,
     ):
         rest = unframed(await read(response), body["runId"])
-    whole = await reattached(system.http_url, body["runId"], None)
-    assert ids(before + rest) == ids(whole)
-    assert [e.data for e in before + rest] == [e.data for e in whole]
+    await seen_once_each(system.http_url, body["runId"], before, rest)
     assert text(rest) == "Survived."
 
 

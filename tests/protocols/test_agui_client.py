@@ -151,6 +151,12 @@ class Held:
     run_id: str
     answer: str
 
+    async def goes_on(self) -> dict[str, Any]:
+        """The worker's answer released and the client told to go on: what it writes next."""
+        self.release.set()
+        await self.run.go()
+        return await self.run.line()
+
     async def re_attached_once(self, got: dict[str, Any]) -> None:
         """The client re-attached, saw every event of the run once, and its answer whole."""
         assert got["again"] == "ok"
@@ -188,12 +194,9 @@ async def test_the_client_re_attaches_after_a_dropped_connection(
 ) -> None:
     drop = ("drop", "Please route: slow work", "Done at last.")
     async with held_flow(agui_system, fake_llm, *drop) as held:
-        run, release = held.run, held.release
-        dropped = await run.line()
+        dropped = await held.run.line()
         assert dropped["dropped"]
-        release.set()  # the answer comes while no client is connected
-        await run.go()
-        got = await run.line()
+        got = await held.goes_on()  # the answer comes while no client is connected
     await held.re_attached_once(got)  # the client's message, whole and once
 
 
@@ -202,16 +205,13 @@ async def test_the_client_re_attaches_after_the_gateway_is_killed(
 ) -> None:
     kill = ("kill", "Please route: survive a crash", "Survived.")
     async with held_flow(agui_system, fake_llm, *kill) as held:
-        run, release = held.run, held.release
-        await run.line()
+        await held.run.line()
         agui_system.kill("gateway")  # mid-stream, with no goodbye
-        await run.go()
-        dropped = await run.line()
+        await held.run.go()
+        dropped = await held.run.line()
         assert dropped["error"]  # the client saw its stream die
         await asyncio.to_thread(agui_system.restart, "gateway")
-        release.set()
-        await run.go()
-        got = await run.line()
+        got = await held.goes_on()
     await held.re_attached_once(got)
     # The client's teardown rethrows the dead connection's error, unhandled (flows.mjs says
     # why); nothing else went unhandled.

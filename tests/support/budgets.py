@@ -1,12 +1,14 @@
 """Reading a live system's `budgets` bucket, as the budget tests check it: a principal's day, one
 of its sessions, and a call's usage as the frontline's hold counts it; a race of direct answers
-for the last of a day (each request to its end or its refusal); and a request as the budget seam
-reads it."""
+for the last of a day (each request to its end or its refusal); a request held while its
+evaluation is made; and a request as the budget seam reads it."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +22,7 @@ from services.runtime.budgets.asks import prompt_estimate
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.gateway_client import AuthClient
 from tests.support.harness import Conversation, System
+from tests.support.scripts import evaluator_held
 from tests.support.waits import wait_for
 
 
@@ -65,6 +68,20 @@ async def ended_or_refused(
     if convo.end["status"] == "failed":
         refused.append(convo.errors[-1])
     return convo
+
+
+@asynccontextmanager
+async def judging(
+    system: System, fake_llm: FakeOpenAI, principal: str, text: str
+) -> AsyncIterator[tuple[AuthClient, str, threading.Event]]:
+    """`principal`'s socket (events on), on which it sent `text`, once the request's evaluation
+    is being made, every verdict held (`evaluator_held`): (the client, the request id, the hold;
+    set it and the verdict comes, as leaving the block does)."""
+    with evaluator_held(fake_llm) as hold:
+        async with AuthClient(system.ws_url, principal, events=True) as client:
+            request_id = await client.ack(text)
+            await wait_for(lambda: len(fake_llm.chat_calls("fake-evaluator")) == 1)
+            yield client, request_id, hold
 
 
 @dataclass

@@ -5,7 +5,8 @@ its first test and stopped after its last (the one `sendgrid`, the one `pushover
 one module scripts never reaches another's. Each test starts with the module's Brave, SendGrid
 and Pushover as new (`_fresh_fakes`: nothing recorded, nothing scripted, nothing held). And
 `own_nats`: a nats-server of the module's own, unlocked, which its tests may stop and start
-again."""
+again; `asking`: a system of the module's own whose email worker asks a person first
+(`emails_asked`, tests/support/approvals.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TypeVar
 import pytest
 
 from services.runtime.bus.natsserver import NatsServer
+from tests.support.approvals import emails_asked
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.http import FakeServer
 from tests.support.fakes.otlp import FakeOTLP
@@ -23,6 +25,8 @@ from tests.support.fakes.pushover import FakePushover
 from tests.support.fakes.sendgrid import FakeSendGrid
 from tests.support.fakes.site import FakeSite
 from tests.support.fakes.wikipedia import FakeWikipedia
+from tests.support.harness import System
+from tests.support.systems import Systems
 
 S = TypeVar("S", bound=FakeServer)
 
@@ -60,6 +64,13 @@ def own_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     server = NatsServer(store_dir=tmp_path_factory.mktemp("own-js")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def asking(systems: Systems, sendgrid: FakeSendGrid) -> Iterator[System]:
+    """The system (tokens required) whose email worker asks before it sends through the
+    module's `sendgrid`, under the default policy."""
+    yield from emails_asked(systems, sendgrid)
 
 
 @pytest.fixture

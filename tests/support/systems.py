@@ -8,10 +8,12 @@ or on a NATS cluster, with the fake model and the fakes a test names, and stops 
 
 `run` takes what most systems differ in by name (`workers`, `tools`, `auth`, the fakes, ...),
 anything else as environment variables, and where to run: `nats_url` (another server),
-`cluster` (a `ClusterSystem` on a NatsCluster), `services`, `replicas`, `gateways`."""
+`cluster` (a `ClusterSystem` on a NatsCluster), `services`, `replicas`, `gateways`. And
+`restarted`: a system on its module's own server restarted whole, the server included."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services.runtime.base.children import SERVICES
+from services.runtime.bus.natsserver import NatsServer
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.fakes.pushover import FakePushover
@@ -141,3 +144,14 @@ def on_first_node(
         namespace=namespace,
         variables={"SIDEKICK_MAX_DELIVER": "20", "SIDEKICK_LLM_TIMEOUT": "90", **env},
     )
+
+
+async def restarted(system: System, nats: NatsServer) -> None:
+    """`system` stopped, `nats` (its own server, say `own_nats`) stopped and started again on the
+    same port, then every service of `system` started again."""
+    system.stop()
+    port = nats.port
+    nats.stop()
+    nats.port = port
+    await asyncio.to_thread(nats.start)
+    await asyncio.to_thread(system.start_all)
