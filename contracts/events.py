@@ -16,12 +16,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
+from contracts import fields
 from contracts import frontend as fe
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import (
     Event,
-    FailureCode,
-    ProgressStage,
     RecordStamp,
     SessionStamp,
     Source,
@@ -29,9 +28,8 @@ from contracts.base import (
     ToolUse,
     Turn,
     Usage,
-    WorkflowStatus,
 )
-from contracts.decisions import Question, Verdict, WorkerType
+from contracts.decisions import Verdict, WorkerType
 from contracts.frontend import ContextItem, FrontendStop, FrontendTool, LoopMessage, ToolCall
 from contracts.replay import Replay, model_field, replay_field, replay_of_field, tool_calls_field
 
@@ -117,7 +115,7 @@ class WorkerTask(Event):
     task_description: str = Field(description="What to do.")
     parameters: dict[str, str] = Field(default_factory=dict, description="Named inputs.")
     success_criteria: str = Field(description="How the output will be judged.")
-    feedback: str | None = Field(default=None, description="The last verdict's feedback.")
+    feedback: fields.LastFeedback = None
     suggestions: list[str] = Field(default_factory=list, description="The last suggestions.")
     previous_output: str | None = Field(default=None, description="The last attempt's output.")
     history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
@@ -255,21 +253,16 @@ class Progress(Event):
     """A step of the request's way, for clients in events mode (core NATS)."""
 
     kind: Literal["progress"] = "progress"
-    stage: ProgressStage = Field(description="Which step.")
-    detail: str = Field(default="", description="Human-readable detail.")
-    attempt: int | None = Field(default=None, description="Attempt number, where one applies.")
-    worker_type: WorkerType | None = Field(default=None, description="Worker kind, if any.")
-    passed: bool | None = Field(default=None, description="Verdict, for 'evaluated'.")
-    score: int | None = Field(default=None, description="Verdict score, for 'evaluated'.")
-    feedback: str | None = Field(default=None, description="Verdict feedback, for 'evaluated'.")
-    suggestions: list[str] = Field(default_factory=list, description="Verdict suggestions.")
-    workflow_status: WorkflowStatus | None = Field(
-        default=None,
-        description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
-    )
-    tool: ToolUse | None = Field(
-        default=None, description="For 'worker_step': the tool call the TOOLS worker just made."
-    )
+    stage: fields.Stage
+    detail: fields.StepDetail = ""
+    attempt: fields.StepAttempt = None
+    worker_type: fields.WorkerKind = None
+    passed: fields.StepPassed = None
+    score: fields.StepScore = None
+    feedback: fields.StepFeedback = None
+    suggestions: fields.StepSuggestions = Field(default_factory=list)
+    workflow_status: fields.StepStatus = None
+    tool: fields.StepTool = None
 
 
 class RequestCompleted(Event):
@@ -281,10 +274,10 @@ class RequestCompleted(Event):
     )
     output: str = Field(description="The answer shown to the user.")
     route: Literal["direct", "orchestrated", "cached"] = Field(description="How it was answered.")
-    worker_type: WorkerType | None = Field(default=None, description="Worker kind, if any.")
+    worker_type: fields.WorkerKind = None
     attempts: int = Field(default=0, ge=0, description="Attempts made.")
-    score: int | None = Field(default=None, description="The last verdict's score.")
-    feedback: str | None = Field(default=None, description="The last verdict's feedback.")
+    score: fields.LastScore = None
+    feedback: fields.LastFeedback = None
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
     usage: Usage = Field(default_factory=Usage, description="Total model usage.")
     cost_usd: float | None = Field(
@@ -296,23 +289,23 @@ class RequestCompleted(Event):
         description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
         "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
     )
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId = None
 
 
 class RequestFailed(Event):
     """The request ended without an answer; `error` says why in words a user can act on."""
 
     kind: Literal["request.failed"] = "request.failed"
-    code: FailureCode = Field(description="Machine-readable reason.")
+    code: fields.FailureReason
     error: str = Field(description="What went wrong and what to do about it.")
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId = None
 
 
 class ClarificationRequested(Event):
     """The request is parked until the user answers these questions."""
 
     kind: Literal["request.clarification"] = "request.clarification"
-    questions: list[Question] = Field(description="What the user must answer.")
+    questions: fields.AskedQuestions
     source: Literal["evaluator", "planner"] = Field(description="Who asked.")
     attempt: int | None = Field(default=None, description="The attempt that needed input.")
     approval: Approval | None = Field(
@@ -346,7 +339,7 @@ class RequestCancelled(Event):
 
     kind: Literal["request.cancelled"] = "request.cancelled"
     reason: str = Field(description="Why.")
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId = None
 
 
 AnyEvent = Annotated[

@@ -20,6 +20,7 @@ from pydantic import (
     StrictStr,
 )
 
+from contracts import fields
 from contracts.approvals import Approval as ActionApproval
 from contracts.base import Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
@@ -184,8 +185,8 @@ class WorkflowState(Model):
     worker_type: WorkerType | None = Field(description="The worker kind chosen.")
     attempt: int = Field(description="The current attempt.")
     detail: str = Field(description="Human-readable detail of the status.")
-    error: str | None = Field(description="Why it failed, if it did.")
-    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+    error: fields.WhyFailed
+    trace_id: fields.TraceId
     cached: bool = Field(description="Answered from the semantic cache.")
     usage: Usage | None = Field(
         default=None,

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_serializer
 
+from contracts import fields
 from contracts.base import Model
 from contracts.decisions import Question
 from contracts.frames import (
@@ -92,7 +93,7 @@ class Choice(Model):
 class SidekickInfo(Model):
     """Sidekick's own account of the request (an added field; OpenAI clients ignore it)."""
 
-    request_id: str = Field(description="The request.")
+    request_id: fields.RequestId
     session: str = Field(description="The conversation (the `user` field or header, or new).")
     status: Literal[
         "completed", "partial", "failed", "cancelled", "awaiting_clarification", "working"

@@ -1,0 +1,45 @@
+"""Fields that mean the same thing in several models, each described once.
+
+A model names the field's type here and keeps its own default on its line (`trace_id: TraceId =
+None`; a list's `= Field(default_factory=list)`), so a field required in one model and optional
+in another still shares its meaning and its words. The JSON Schemas are those of the fields
+written out in full."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from contracts.base import FailureCode, ProgressStage, ToolUse, WorkflowStatus
+from contracts.decisions import Question, WorkerType
+
+# A request as a client follows it (events, end frames, records, timelines).
+RequestId = Annotated[str, Field(description="The request.")]
+TraceId = Annotated[str | None, Field(description="OpenTelemetry trace id (hex).")]
+FailureReason = Annotated[FailureCode, Field(description="Machine-readable reason.")]
+WhyFailed = Annotated[str | None, Field(description="Why it failed, if it did.")]
+FinalAnswer = Annotated[str | None, Field(description="The answer, once done.")]
+LifeState = Annotated[str, Field(description="Where it is in its life.")]
+StatusWord = Annotated[str, Field(description="The status word clients see.")]
+AskedQuestions = Annotated[list[Question], Field(description="What the user must answer.")]
+WorkerKind = Annotated[WorkerType | None, Field(description="Worker kind, if any.")]
+LastScore = Annotated[int | None, Field(description="The last verdict's score.")]
+LastFeedback = Annotated[str | None, Field(description="The last verdict's feedback.")]
+
+# A step of a request's way: the bus's `Progress` and the events-mode frame that carries it.
+Stage = Annotated[ProgressStage, Field(description="Which step.")]
+StepDetail = Annotated[str, Field(description="Human-readable detail.")]
+StepAttempt = Annotated[int | None, Field(description="Attempt number, where one applies.")]
+StepPassed = Annotated[bool | None, Field(description="Verdict, for 'evaluated'.")]
+StepScore = Annotated[int | None, Field(description="Verdict score, for 'evaluated'.")]
+StepFeedback = Annotated[str | None, Field(description="Verdict feedback, for 'evaluated'.")]
+StepSuggestions = Annotated[list[str], Field(description="Verdict suggestions.")]
+StepStatus = Annotated[
+    WorkflowStatus | None,
+    Field(description="For 'worker_step': the request's status word now (e.g. 'synthesizing')."),
+]
+StepTool = Annotated[
+    ToolUse | None,
+    Field(description="For 'worker_step': the tool call the TOOLS worker just made."),
+]
