@@ -89,7 +89,7 @@ class RequestRouted(RequestOptions):
 
     kind: Literal["request.routed"] = "request.routed"
     reason: str = Field(description="Why the frontline routed it.")
-    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+    history: fields.RecentTurns = Field(default_factory=list)
     usage: Usage = Field(
         default_factory=Usage,
         description="The frontline's model usage for this request (its routing call): part of "
@@ -111,18 +111,15 @@ class WorkerTask(Event):
     kind: Literal["worker.task"] = "worker.task"
     attempt: int = Field(ge=1, description="Attempt number, from 1.")
     worker_type: WorkerType = Field(description="Which worker kind runs it.")
-    message: str = Field(description="The user's original message.")
+    message: fields.OriginalMessage
     task_description: str = Field(description="What to do.")
     parameters: dict[str, str] = Field(default_factory=dict, description="Named inputs.")
     success_criteria: str = Field(description="How the output will be judged.")
     feedback: fields.LastFeedback = None
     suggestions: list[str] = Field(default_factory=list, description="The last suggestions.")
     previous_output: str | None = Field(default=None, description="The last attempt's output.")
-    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
-    clarifications: list[str] = Field(
-        default_factory=list,
-        description="Questions the user already answered, with the answers ('Q: ... A: ...').",
-    )
+    history: fields.RecentTurns = Field(default_factory=list)
+    clarifications: fields.Clarifications = Field(default_factory=list)
     answers: list[str] = Field(
         default_factory=list,
         description="The user's own words in those answers, without the questions (which a "
@@ -131,11 +128,7 @@ class WorkerTask(Event):
     preferences: dict[str, str] = Field(
         default_factory=dict, description="The user's standing preferences (workflows)."
     )
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The orchestrator's unguessable proof of this dispatch; the answer must "
-        "carry it back, or it is refused.",
-    )
+    dispatch_token: fields.DispatchToken = None
     budget: TaskBudget | None = Field(
         default=None, description="What the request may still spend (none: no limit given)."
     )
@@ -169,10 +162,7 @@ class WorkerResult(Event):
         description="Questions the user must answer before the task can be done (e.g. the "
         "research planner's); the request is parked until they are answered.",
     )
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The dispatch_token of the message this answers (proof it was asked).",
-    )
+    dispatch_token: fields.AnswerToken = None
     approval: ApprovalAsk | None = Field(
         default=None,
         description="An action the worker may not take without a person's approval; the "
@@ -195,21 +185,14 @@ class EvaluationRequested(Event):
     kind: Literal["evaluation.requested"] = "evaluation.requested"
     attempt: int = Field(ge=1, description="Attempt number being judged.")
     worker_type: WorkerType = Field(description="Worker kind that produced the output.")
-    message: str = Field(description="The user's original message.")
+    message: fields.OriginalMessage
     task_description: str = Field(description="The task given to the worker.")
     success_criteria: str = Field(description="What to judge against.")
     output: str = Field(description="The worker's output.")
     sources: list[Source] = Field(default_factory=list, description="Sources the worker cited.")
-    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
-    clarifications: list[str] = Field(
-        default_factory=list,
-        description="Questions the user already answered, with the answers ('Q: ... A: ...').",
-    )
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The orchestrator's unguessable proof of this dispatch; the answer must "
-        "carry it back, or it is refused.",
-    )
+    history: fields.RecentTurns = Field(default_factory=list)
+    clarifications: fields.Clarifications = Field(default_factory=list)
+    dispatch_token: fields.DispatchToken = None
     budget: TaskBudget | None = Field(
         default=None,
         description="What the request may still spend on this evaluation (its limits less its "
@@ -229,10 +212,7 @@ class VerdictIssued(Event):
         default=None, description="Why no judgement could be had (the model failed)."
     )
     usage: Usage = Field(default_factory=Usage, description="Model usage of the evaluation.")
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The dispatch_token of the message this answers (proof it was asked).",
-    )
+    dispatch_token: fields.AnswerToken = None
     budget_stop: str | None = Field(
         default=None,
         description="The limit of the evaluation's budget that stopped the evaluator before "
@@ -284,11 +264,7 @@ class RequestCompleted(Event):
         default=None,
         description="The usage priced by the price table (USD; see docs/budgets.md).",
     )
-    usage_estimated: bool = Field(
-        default=False,
-        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
-        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
-    )
+    usage_estimated: fields.UsageEstimated = False
     trace_id: fields.TraceId = None
 
 

@@ -11,7 +11,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from contracts.base import FailureCode, ProgressStage, ToolUse, WorkflowStatus
+from contracts.base import FailureCode, ProgressStage, ToolUse, Turn, WorkflowStatus
 from contracts.decisions import Question, WorkerType
 
 # A request as a client follows it (events, end frames, records, timelines).
@@ -42,4 +42,30 @@ StepStatus = Annotated[
 StepTool = Annotated[
     ToolUse | None,
     Field(description="For 'worker_step': the tool call the TOOLS worker just made."),
+]
+
+# What the orchestrator sends its workers and the evaluator, and what they answer.
+OriginalMessage = Annotated[str, Field(description="The user's original message.")]
+RecentTurns = Annotated[list[Turn], Field(description="Recent turns of the session.")]
+Clarifications = Annotated[
+    list[str],
+    Field(description="Questions the user already answered, with the answers ('Q: ... A: ...')."),
+]
+DispatchToken = Annotated[
+    str | None,
+    Field(
+        description="The orchestrator's unguessable proof of this dispatch; the answer must "
+        "carry it back, or it is refused."
+    ),
+]
+AnswerToken = Annotated[
+    str | None,
+    Field(description="The dispatch_token of the message this answers (proof it was asked)."),
+]
+UsageEstimated = Annotated[
+    bool,
+    Field(
+        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
+        "because a server reported none (`usage.counted_calls`): an estimate, priced the same."
+    ),
 ]

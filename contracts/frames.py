@@ -205,11 +205,7 @@ class CompletedMetadata(Model):
     cost_usd: float | None = Field(
         default=None, description="The usage priced by the price table (USD)."
     )
-    usage_estimated: bool = Field(
-        default=False,
-        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
-        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
-    )
+    usage_estimated: fields.UsageEstimated = False
     trace_id: fields.TraceId
 
 

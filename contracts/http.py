@@ -31,6 +31,11 @@ from contracts.frames import ErrorBody
 IsoTime = Annotated[
     AwareDatetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json")
 ]
+# A workflow's fields that its state and its view both carry.
+WorkflowId = Annotated[str, Field(description="The workflow.")]
+Status = Annotated[WorkflowStatus, Field(description="Its status.")]
+AcceptedAt = Annotated[IsoTime, Field(description="Accepted at.")]
+LastChange = Annotated[IsoTime, Field(description="Last change.")]
 
 
 class HttpBody(BaseModel):
@@ -133,16 +138,19 @@ class WorkflowFeedback(Body):
     additional_context: StrictStr | None = Field(default=None, description="Anything else.")
 
 
+Note = Annotated[str, Field(description="A human-readable note.")]
+
+
 class WorkflowAccepted(HttpBody):
     workflow_id: str = Field(description="The new workflow's id (a cache hit: the old one's).")
     status: WorkflowStatus = Field(description="'started', or 'completed' for a cache hit.")
-    message: str = Field(description="A human-readable note.")
+    message: Note
 
 
 class WorkflowResumed(HttpBody):
-    workflow_id: str = Field(description="The workflow.")
+    workflow_id: WorkflowId
     status: str = Field(description="'resumed'.")
-    message: str = Field(description="A human-readable note.")
+    message: Note
 
 
 class ChatTurn(Model):
@@ -161,11 +169,11 @@ class FinalOutput(Model):
 
 
 class WorkflowState(Model):
-    workflow_id: str = Field(description="The workflow.")
+    workflow_id: WorkflowId
     user_request: str = Field(description="The request, as the user wrote it.")
-    status: WorkflowStatus = Field(description="Its status.")
-    created_at: IsoTime = Field(description="Accepted at.")
-    updated_at: IsoTime = Field(description="Last change.")
+    status: Status
+    created_at: AcceptedAt
+    updated_at: LastChange
     chat_history: list[ChatTurn] = Field(
         description="The conversation: the request, questions and answers, the final answer, "
         "and any chat about it."
@@ -203,11 +211,11 @@ class WorkflowState(Model):
 
 
 class WorkflowView(HttpBody):
-    workflow_id: str = Field(description="The workflow.")
-    status: WorkflowStatus = Field(description="Its status.")
+    workflow_id: WorkflowId
+    status: Status
     state: WorkflowState = Field(description="Where it is.")
-    created_at: IsoTime = Field(description="Accepted at.")
-    updated_at: IsoTime = Field(description="Last change.")
+    created_at: AcceptedAt
+    updated_at: LastChange
     completed_at: IsoTime | None = Field(description="Ended at.")
     final_output: FinalOutput | None = Field(description="The answer, once done.")
 
