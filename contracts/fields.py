@@ -1,9 +1,11 @@
 """Fields that mean the same thing in several models, each described once.
 
-A model names the field's type here and keeps its own default on its line (`trace_id: TraceId =
-None`; a list's `= Field(default_factory=list)`), so a field required in one model and optional
-in another still shares its meaning and its words. The JSON Schemas are those of the fields
-written out in full."""
+A model names the field's type here and keeps its own default on its line (`trace_id:
+fields.TraceId = None`; a list's `= Field(default_factory=list)`, which mypy's pydantic plugin
+sees), so a field required in one model and optional in another still shares its meaning and its
+words. The JSON Schemas are those of the fields written out in full. Fields shared within one
+module are described there the same way (base.py's tool call, http.py's workflow, openai.py's and
+a2a.py's fields)."""
 
 from __future__ import annotations
 
