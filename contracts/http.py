@@ -31,8 +31,10 @@ from contracts.frames import ErrorBody
 IsoTime = Annotated[
     AwareDatetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json")
 ]
-# A workflow's fields that its state and its view both carry.
+# Fields several bodies of the workflows API carry (a workflow's state and its view, what
+# accepting or resuming one answers).
 WorkflowId = Annotated[str, Field(description="The workflow.")]
+Note = Annotated[str, Field(description="A human-readable note.")]
 Status = Annotated[WorkflowStatus, Field(description="Its status.")]
 AcceptedAt = Annotated[IsoTime, Field(description="Accepted at.")]
 LastChange = Annotated[IsoTime, Field(description="Last change.")]
@@ -136,9 +138,6 @@ class WorkflowFeedback(Body):
         description="The approval decided (from the workflow's approval); a stale one is refused.",
     )
     additional_context: StrictStr | None = Field(default=None, description="Anything else.")
-
-
-Note = Annotated[str, Field(description="A human-readable note.")]
 
 
 class WorkflowAccepted(HttpBody):
