@@ -8,7 +8,7 @@ no value are left out. Params are read leniently (unknown members ignored, 0.3 s
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -26,6 +26,10 @@ TaskState = Literal[
 TERMINAL_TASK_STATES = frozenset(
     {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 )
+
+# The task an update (or a push config) is about, and its conversation.
+TaskId = Annotated[str, Field(description="The task.")]
+ContextId = Annotated[str, Field(description="Its conversation.")]
 
 
 class Wire(BaseModel):
@@ -84,14 +88,14 @@ class Task(Wire):
 
 
 class TaskStatusUpdateEvent(Wire):
-    task_id: str = Field(description="The task.")
-    context_id: str = Field(description="Its conversation.")
+    task_id: TaskId
+    context_id: ContextId
     status: TaskStatus = Field(description="Its new status.")
 
 
 class TaskArtifactUpdateEvent(Wire):
-    task_id: str = Field(description="The task.")
-    context_id: str = Field(description="Its conversation.")
+    task_id: TaskId
+    context_id: ContextId
     artifact: Artifact = Field(description="The artifact, or a chunk of it.")
     append: bool | None = Field(default=None, description="Append to the artifact so far.")
     last_chunk: bool | None = Field(default=None, description="The artifact's last chunk.")
@@ -123,7 +127,7 @@ class TaskPushNotificationConfig(Wire):
     `pushNotificationConfig`, with `authentication.schemes`)."""
 
     id: str = Field(description="The config's id within its task.")
-    task_id: str = Field(description="The task.")
+    task_id: TaskId
     url: str = Field(description="The webhook: each update is POSTed here.")
     token: str | None = Field(
         default=None, description="Echoed in each POST's X-A2A-Notification-Token header."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -188,11 +188,16 @@ class RecordStamp(Model):
     digest: str = Field(description="SHA-256 of the record's JSON (hex, 32 digits).")
 
 
+# A model's call of a tool, as the TOOLS worker records it and as a client's tools get it.
+CallId = Annotated[str, Field(description="The model's id of the call.")]
+ToolName = Annotated[str, Field(description="The tool.")]
+
+
 class ToolUse(Model):
     """One tool call the TOOLS worker made, after it ran (arguments and result cut short)."""
 
-    call_id: str = Field(description="The model's id of the call.")
-    name: str = Field(description="The tool.")
+    call_id: CallId
+    name: ToolName
     arguments: str = Field(description="Its arguments, as JSON text (at most 2,000 characters).")
     result: str = Field(description="What it returned (at most 2,000 characters).")
     ok: bool = Field(description="False when the tool reported an error.")

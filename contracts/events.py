@@ -16,12 +16,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
+from contracts import fields
 from contracts import frontend as fe
 from contracts.approvals import Approval, ApprovalAsk
 from contracts.base import (
     Event,
-    FailureCode,
-    ProgressStage,
     RecordStamp,
     SessionStamp,
     Source,
@@ -29,9 +28,8 @@ from contracts.base import (
     ToolUse,
     Turn,
     Usage,
-    WorkflowStatus,
 )
-from contracts.decisions import Question, Verdict, WorkerType
+from contracts.decisions import Verdict, WorkerType
 from contracts.frontend import ContextItem, FrontendStop, FrontendTool, LoopMessage, ToolCall
 from contracts.replay import Replay, model_field, replay_field, replay_of_field, tool_calls_field
 
@@ -91,7 +89,7 @@ class RequestRouted(RequestOptions):
 
     kind: Literal["request.routed"] = "request.routed"
     reason: str = Field(description="Why the frontline routed it.")
-    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
+    history: fields.RecentTurns = Field(default_factory=list)
     usage: Usage = Field(
         default_factory=Usage,
         description="The frontline's model usage for this request (its routing call): part of "
@@ -113,18 +111,15 @@ class WorkerTask(Event):
     kind: Literal["worker.task"] = "worker.task"
     attempt: int = Field(ge=1, description="Attempt number, from 1.")
     worker_type: WorkerType = Field(description="Which worker kind runs it.")
-    message: str = Field(description="The user's original message.")
+    message: fields.OriginalMessage
     task_description: str = Field(description="What to do.")
     parameters: dict[str, str] = Field(default_factory=dict, description="Named inputs.")
     success_criteria: str = Field(description="How the output will be judged.")
-    feedback: str | None = Field(default=None, description="The last verdict's feedback.")
+    feedback: fields.LastFeedback = None
     suggestions: list[str] = Field(default_factory=list, description="The last suggestions.")
     previous_output: str | None = Field(default=None, description="The last attempt's output.")
-    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
-    clarifications: list[str] = Field(
-        default_factory=list,
-        description="Questions the user already answered, with the answers ('Q: ... A: ...').",
-    )
+    history: fields.RecentTurns = Field(default_factory=list)
+    clarifications: fields.Clarifications = Field(default_factory=list)
     answers: list[str] = Field(
         default_factory=list,
         description="The user's own words in those answers, without the questions (which a "
@@ -133,11 +128,7 @@ class WorkerTask(Event):
     preferences: dict[str, str] = Field(
         default_factory=dict, description="The user's standing preferences (workflows)."
     )
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The orchestrator's unguessable proof of this dispatch; the answer must "
-        "carry it back, or it is refused.",
-    )
+    dispatch_token: fields.DispatchToken = None
     budget: TaskBudget | None = Field(
         default=None, description="What the request may still spend (none: no limit given)."
     )
@@ -171,10 +162,7 @@ class WorkerResult(Event):
         description="Questions the user must answer before the task can be done (e.g. the "
         "research planner's); the request is parked until they are answered.",
     )
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The dispatch_token of the message this answers (proof it was asked).",
-    )
+    dispatch_token: fields.AnswerToken = None
     approval: ApprovalAsk | None = Field(
         default=None,
         description="An action the worker may not take without a person's approval; the "
@@ -197,21 +185,14 @@ class EvaluationRequested(Event):
     kind: Literal["evaluation.requested"] = "evaluation.requested"
     attempt: int = Field(ge=1, description="Attempt number being judged.")
     worker_type: WorkerType = Field(description="Worker kind that produced the output.")
-    message: str = Field(description="The user's original message.")
+    message: fields.OriginalMessage
     task_description: str = Field(description="The task given to the worker.")
     success_criteria: str = Field(description="What to judge against.")
     output: str = Field(description="The worker's output.")
     sources: list[Source] = Field(default_factory=list, description="Sources the worker cited.")
-    history: list[Turn] = Field(default_factory=list, description="Recent turns of the session.")
-    clarifications: list[str] = Field(
-        default_factory=list,
-        description="Questions the user already answered, with the answers ('Q: ... A: ...').",
-    )
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The orchestrator's unguessable proof of this dispatch; the answer must "
-        "carry it back, or it is refused.",
-    )
+    history: fields.RecentTurns = Field(default_factory=list)
+    clarifications: fields.Clarifications = Field(default_factory=list)
+    dispatch_token: fields.DispatchToken = None
     budget: TaskBudget | None = Field(
         default=None,
         description="What the request may still spend on this evaluation (its limits less its "
@@ -231,10 +212,7 @@ class VerdictIssued(Event):
         default=None, description="Why no judgement could be had (the model failed)."
     )
     usage: Usage = Field(default_factory=Usage, description="Model usage of the evaluation.")
-    dispatch_token: str | None = Field(
-        default=None,
-        description="The dispatch_token of the message this answers (proof it was asked).",
-    )
+    dispatch_token: fields.AnswerToken = None
     budget_stop: str | None = Field(
         default=None,
         description="The limit of the evaluation's budget that stopped the evaluator before "
@@ -255,21 +233,16 @@ class Progress(Event):
     """A step of the request's way, for clients in events mode (core NATS)."""
 
     kind: Literal["progress"] = "progress"
-    stage: ProgressStage = Field(description="Which step.")
-    detail: str = Field(default="", description="Human-readable detail.")
-    attempt: int | None = Field(default=None, description="Attempt number, where one applies.")
-    worker_type: WorkerType | None = Field(default=None, description="Worker kind, if any.")
-    passed: bool | None = Field(default=None, description="Verdict, for 'evaluated'.")
-    score: int | None = Field(default=None, description="Verdict score, for 'evaluated'.")
-    feedback: str | None = Field(default=None, description="Verdict feedback, for 'evaluated'.")
-    suggestions: list[str] = Field(default_factory=list, description="Verdict suggestions.")
-    workflow_status: WorkflowStatus | None = Field(
-        default=None,
-        description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
-    )
-    tool: ToolUse | None = Field(
-        default=None, description="For 'worker_step': the tool call the TOOLS worker just made."
-    )
+    stage: fields.Stage
+    detail: fields.StepDetail = ""
+    attempt: fields.StepAttempt = None
+    worker_type: fields.WorkerKind = None
+    passed: fields.StepPassed = None
+    score: fields.StepScore = None
+    feedback: fields.StepFeedback = None
+    suggestions: fields.StepSuggestions = Field(default_factory=list)
+    workflow_status: fields.StepStatus = None
+    tool: fields.StepTool = None
 
 
 class RequestCompleted(Event):
@@ -281,38 +254,34 @@ class RequestCompleted(Event):
     )
     output: str = Field(description="The answer shown to the user.")
     route: Literal["direct", "orchestrated", "cached"] = Field(description="How it was answered.")
-    worker_type: WorkerType | None = Field(default=None, description="Worker kind, if any.")
+    worker_type: fields.WorkerKind = None
     attempts: int = Field(default=0, ge=0, description="Attempts made.")
-    score: int | None = Field(default=None, description="The last verdict's score.")
-    feedback: str | None = Field(default=None, description="The last verdict's feedback.")
+    score: fields.LastScore = None
+    feedback: fields.LastFeedback = None
     sources: list[Source] = Field(default_factory=list, description="Sources of the answer.")
     usage: Usage = Field(default_factory=Usage, description="Total model usage.")
     cost_usd: float | None = Field(
         default=None,
         description="The usage priced by the price table (USD; see docs/budgets.md).",
     )
-    usage_estimated: bool = Field(
-        default=False,
-        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
-        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
-    )
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    usage_estimated: fields.UsageEstimated = False
+    trace_id: fields.TraceId = None
 
 
 class RequestFailed(Event):
     """The request ended without an answer; `error` says why in words a user can act on."""
 
     kind: Literal["request.failed"] = "request.failed"
-    code: FailureCode = Field(description="Machine-readable reason.")
+    code: fields.FailureReason
     error: str = Field(description="What went wrong and what to do about it.")
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId = None
 
 
 class ClarificationRequested(Event):
     """The request is parked until the user answers these questions."""
 
     kind: Literal["request.clarification"] = "request.clarification"
-    questions: list[Question] = Field(description="What the user must answer.")
+    questions: fields.AskedQuestions
     source: Literal["evaluator", "planner"] = Field(description="Who asked.")
     attempt: int | None = Field(default=None, description="The attempt that needed input.")
     approval: Approval | None = Field(
@@ -346,7 +315,7 @@ class RequestCancelled(Event):
 
     kind: Literal["request.cancelled"] = "request.cancelled"
     reason: str = Field(description="Why.")
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId = None
 
 
 AnyEvent = Annotated[

@@ -35,18 +35,15 @@ from pydantic import (
     TypeAdapter,
 )
 
+from contracts import fields
 from contracts.approvals import Approval
 from contracts.base import (
     FailureCode,
     IfBusy,
     Model,
-    ProgressStage,
     Source,
-    ToolUse,
     Usage,
-    WorkflowStatus,
 )
-from contracts.decisions import Question, WorkerType
 
 ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
 # Request ids become NATS subject tokens and KV keys, so they may hold neither "." nor ":".
@@ -196,42 +193,38 @@ class StreamFrame(OutFrame):
 
 
 class CompletedMetadata(Model):
-    request_id: str = Field(description="The request.")
+    request_id: fields.RequestId
     status: Literal["completed", "partial"] = Field(description="How it ended.")
     route: Literal["direct", "orchestrated", "cached"] = Field(description="How it was answered.")
-    worker_type: WorkerType | None = Field(description="Worker kind, if any.")
+    worker_type: fields.WorkerKind
     attempts: int = Field(description="Attempts made.")
-    score: int | None = Field(description="The last verdict's score.")
-    feedback: str | None = Field(description="The last verdict's feedback.")
+    score: fields.LastScore
+    feedback: fields.LastFeedback
     sources: list[Source] = Field(description="Sources of the answer.")
     usage: Usage = Field(description="Total model usage.")
     cost_usd: float | None = Field(
         default=None, description="The usage priced by the price table (USD)."
     )
-    usage_estimated: bool = Field(
-        default=False,
-        description="True when some of `usage` (and so `cost_usd`) was counted by Sidekick "
-        "because a server reported none (`usage.counted_calls`): an estimate, priced the same.",
-    )
-    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+    usage_estimated: fields.UsageEstimated = False
+    trace_id: fields.TraceId
 
 
 class FailedMetadata(Model):
-    code: FailureCode = Field(description="Machine-readable reason.")
+    code: fields.FailureReason
     error: str = Field(description="What went wrong.")
-    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId
 
 
 class CancelledMetadata(Model):
     reason: str = Field(description="Why it was cancelled.")
-    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId
 
 
 class ClarificationMetadata(Model):
     source: Literal["evaluator", "planner"] = Field(description="Who asked.")
     attempt: int | None = Field(description="The attempt that needed input.")
-    questions: list[Question] = Field(description="What the user must answer.")
-    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+    questions: fields.AskedQuestions
+    trace_id: fields.TraceId
     approval: Approval | None = Field(
         default=None, description="The action awaiting approval, when it is one."
     )
@@ -296,30 +289,25 @@ class QueuedEvent(OutFrame):
 class ProgressEvent(OutFrame):
     event: Literal["progress"] = Field(description="A step of the request's way.")
     event_id: str = Field(description="The bus event's id.")
-    request_id: str = Field(description="The request.")
+    request_id: fields.RequestId
     session_id: str = Field(description="Its scoped session.")
     ts: AwareDatetime = Field(description="When it happened.")
-    stage: ProgressStage = Field(description="Which step.")
-    detail: str = Field(description="Human-readable detail.")
-    attempt: int | None = Field(description="Attempt number, where one applies.")
-    worker_type: WorkerType | None = Field(description="Worker kind, if any.")
-    passed: bool | None = Field(description="Verdict, for 'evaluated'.")
-    score: int | None = Field(description="Verdict score, for 'evaluated'.")
-    feedback: str | None = Field(description="Verdict feedback, for 'evaluated'.")
-    suggestions: list[str] = Field(description="Verdict suggestions.")
-    workflow_status: WorkflowStatus | None = Field(
-        default=None,
-        description="For 'worker_step': the request's status word now (e.g. 'synthesizing').",
-    )
-    tool: ToolUse | None = Field(
-        default=None, description="For 'worker_step': the tool call the TOOLS worker just made."
-    )
+    stage: fields.Stage
+    detail: fields.StepDetail
+    attempt: fields.StepAttempt
+    worker_type: fields.WorkerKind
+    passed: fields.StepPassed
+    score: fields.StepScore
+    feedback: fields.StepFeedback
+    suggestions: fields.StepSuggestions
+    workflow_status: fields.StepStatus = None
+    tool: fields.StepTool = None
 
 
 class ClarificationEvent(OutFrame):
     event: Literal["clarification"] = Field(description="The request waits for answers.")
     request_id: str = Field(description="The parked request.")
-    questions: list[Question] = Field(description="What the user must answer.")
+    questions: fields.AskedQuestions
     approval: Approval | None = Field(
         default=None,
         description="The action awaiting approval (its arguments exactly as they will run); "

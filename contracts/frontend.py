@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from contracts.base import Model
+from contracts.base import CallId, Model, ToolName
 
 TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"
 """A tool name as OpenAI-style APIs take it."""
@@ -64,8 +64,8 @@ class ContextItem(Model):
 class ToolCall(Model):
     """One tool call the model made."""
 
-    call_id: str = Field(description="The model's id of the call.")
-    name: str = Field(description="The tool.")
+    call_id: CallId
+    name: ToolName
     arguments: str = Field(description="Its arguments, as JSON text.")
 
 

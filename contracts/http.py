@@ -20,6 +20,7 @@ from pydantic import (
     StrictStr,
 )
 
+from contracts import fields
 from contracts.approvals import Approval as ActionApproval
 from contracts.base import Model, Source, Turn, Usage, WorkflowStatus
 from contracts.decisions import Question, WorkerType
@@ -30,6 +31,13 @@ from contracts.frames import ErrorBody
 IsoTime = Annotated[
     AwareDatetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json")
 ]
+# Fields several bodies of the workflows API carry (a workflow's state and its view, what
+# accepting or resuming one answers).
+WorkflowId = Annotated[str, Field(description="The workflow.")]
+Note = Annotated[str, Field(description="A human-readable note.")]
+Status = Annotated[WorkflowStatus, Field(description="Its status.")]
+AcceptedAt = Annotated[IsoTime, Field(description="Accepted at.")]
+LastChange = Annotated[IsoTime, Field(description="Last change.")]
 
 
 class HttpBody(BaseModel):
@@ -135,13 +143,13 @@ class WorkflowFeedback(Body):
 class WorkflowAccepted(HttpBody):
     workflow_id: str = Field(description="The new workflow's id (a cache hit: the old one's).")
     status: WorkflowStatus = Field(description="'started', or 'completed' for a cache hit.")
-    message: str = Field(description="A human-readable note.")
+    message: Note
 
 
 class WorkflowResumed(HttpBody):
-    workflow_id: str = Field(description="The workflow.")
+    workflow_id: WorkflowId
     status: str = Field(description="'resumed'.")
-    message: str = Field(description="A human-readable note.")
+    message: Note
 
 
 class ChatTurn(Model):
@@ -160,11 +168,11 @@ class FinalOutput(Model):
 
 
 class WorkflowState(Model):
-    workflow_id: str = Field(description="The workflow.")
+    workflow_id: WorkflowId
     user_request: str = Field(description="The request, as the user wrote it.")
-    status: WorkflowStatus = Field(description="Its status.")
-    created_at: IsoTime = Field(description="Accepted at.")
-    updated_at: IsoTime = Field(description="Last change.")
+    status: Status
+    created_at: AcceptedAt
+    updated_at: LastChange
     chat_history: list[ChatTurn] = Field(
         description="The conversation: the request, questions and answers, the final answer, "
         "and any chat about it."
@@ -184,8 +192,8 @@ class WorkflowState(Model):
     worker_type: WorkerType | None = Field(description="The worker kind chosen.")
     attempt: int = Field(description="The current attempt.")
     detail: str = Field(description="Human-readable detail of the status.")
-    error: str | None = Field(description="Why it failed, if it did.")
-    trace_id: str | None = Field(description="OpenTelemetry trace id (hex).")
+    error: fields.WhyFailed
+    trace_id: fields.TraceId
     cached: bool = Field(description="Answered from the semantic cache.")
     usage: Usage | None = Field(
         default=None,
@@ -202,11 +210,11 @@ class WorkflowState(Model):
 
 
 class WorkflowView(HttpBody):
-    workflow_id: str = Field(description="The workflow.")
-    status: WorkflowStatus = Field(description="Its status.")
+    workflow_id: WorkflowId
+    status: Status
     state: WorkflowState = Field(description="Where it is.")
-    created_at: IsoTime = Field(description="Accepted at.")
-    updated_at: IsoTime = Field(description="Last change.")
+    created_at: AcceptedAt
+    updated_at: LastChange
     completed_at: IsoTime | None = Field(description="Ended at.")
     final_output: FinalOutput | None = Field(description="The answer, once done.")
 

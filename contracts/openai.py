@@ -5,10 +5,11 @@ information (its request id, progress, verdicts, sources) travels in one added f
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_serializer
 
+from contracts import fields
 from contracts.base import Model
 from contracts.decisions import Question
 from contracts.frames import (
@@ -67,6 +68,13 @@ class ChatCompletionRequest(Lenient):
     )
 
 
+# Fields every completion (and chunk, and model card) carries as OpenAI's do.
+Created = Annotated[int, Field(description="Unix seconds.")]
+AskedModel = Annotated[str, Field(description="The model asked for.")]
+AlwaysNull = Annotated[str | None, Field(description="Always null.")]
+NoLogprobs = Annotated[None, Field(description="Always null.")]
+
+
 class CompletionUsage(Model):
     prompt_tokens: int = Field(description="Model input tokens, over every model call.")
     completion_tokens: int = Field(description="Model output tokens, over every model call.")
@@ -76,7 +84,7 @@ class CompletionUsage(Model):
 class AssistantMessage(Model):
     role: Literal["assistant"] = Field(description="Always 'assistant'.")
     content: str | None = Field(description="The answer (or Sidekick's question).")
-    refusal: str | None = Field(default=None, description="Always null.")
+    refusal: AlwaysNull = None
 
 
 FinishReason = Literal["stop", "length", "content_filter"]
@@ -86,13 +94,13 @@ class Choice(Model):
     index: int = Field(description="Always 0.")
     message: AssistantMessage = Field(description="The answer.")
     finish_reason: FinishReason = Field(description="'stop'.")
-    logprobs: None = Field(default=None, description="Always null.")
+    logprobs: NoLogprobs = None
 
 
 class SidekickInfo(Model):
     """Sidekick's own account of the request (an added field; OpenAI clients ignore it)."""
 
-    request_id: str = Field(description="The request.")
+    request_id: fields.RequestId
     session: str = Field(description="The conversation (the `user` field or header, or new).")
     status: Literal[
         "completed", "partial", "failed", "cancelled", "awaiting_clarification", "working"
@@ -111,11 +119,11 @@ class SidekickInfo(Model):
 class ChatCompletion(Model):
     id: str = Field(description="'chatcmpl-' and the request id.")
     object: Literal["chat.completion"] = Field(description="The object type.")
-    created: int = Field(description="Unix seconds.")
-    model: str = Field(description="The model asked for.")
+    created: Created
+    model: AskedModel
     choices: list[Choice] = Field(description="One choice.")
     usage: CompletionUsage = Field(description="Token usage over every model call.")
-    system_fingerprint: str | None = Field(default=None, description="Always null.")
+    system_fingerprint: AlwaysNull = None
     sidekick: SidekickInfo = Field(description="Sidekick's account of the request.")
 
 
@@ -128,7 +136,7 @@ class ChunkChoice(Model):
     index: int = Field(description="Always 0.")
     delta: Delta = Field(description="What this chunk adds.")
     finish_reason: FinishReason | None = Field(description="'stop' on the last content chunk.")
-    logprobs: None = Field(default=None, description="Always null.")
+    logprobs: NoLogprobs = None
 
     @field_serializer("delta")
     def _only_what_it_adds(self, delta: Delta) -> dict[str, str]:
@@ -141,13 +149,13 @@ class ChunkChoice(Model):
 class ChatCompletionChunk(Model):
     id: str = Field(description="The same on every chunk of one completion.")
     object: Literal["chat.completion.chunk"] = Field(description="The object type.")
-    created: int = Field(description="Unix seconds.")
-    model: str = Field(description="The model asked for.")
+    created: Created
+    model: AskedModel
     choices: list[ChunkChoice] = Field(description="One choice; none on the usage chunk.")
     usage: CompletionUsage | None = Field(
         default=None, description="On the last chunk when stream_options.include_usage is set."
     )
-    system_fingerprint: str | None = Field(default=None, description="Always null.")
+    system_fingerprint: AlwaysNull = None
     sidekick: SidekickInfo | None = Field(
         default=None, description="Progress (on chunks with an empty delta), and the end."
     )
@@ -159,7 +167,7 @@ class ChatCompletionChunk(Model):
 class ModelCard(Model):
     id: str = Field(description="'sidekick' or 'sidekick-direct'.")
     object: Literal["model"] = Field(description="The object type.")
-    created: int = Field(description="Unix seconds.")
+    created: Created
     owned_by: str = Field(description="'sidekick'.")
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AwareDatetime, Field
 
+from contracts import fields
 from contracts.approvals import Approval
 from contracts.base import Model, Turn, Usage, WorkflowStatus, utcnow
 from contracts.base import SessionRecord as SessionRecord  # kept here, where it was
@@ -138,7 +139,7 @@ class RequestRecord(Model):
     accepts the request, moved only by the compare-and-set of
     `services/runtime/requests/lifecycle.py`."""
 
-    request_id: str = Field(description="The request.")
+    request_id: fields.RequestId
     session_id: str = Field(description="Its scoped session.")
     principal: str = Field(default="anonymous", description="Who owns it.")
     text: str = Field(description="The user's message.")
@@ -181,10 +182,10 @@ class RequestRecord(Model):
         default_factory=list,
         description="Actions a person decided on, with each decision (who, when, digest).",
     )
-    final_output: str | None = Field(default=None, description="The answer, once done.")
-    error: str | None = Field(default=None, description="Why it failed, if it did.")
+    final_output: fields.FinalAnswer = None
+    error: fields.WhyFailed = None
     cached: bool = Field(default=False, description="Answered from the semantic cache.")
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId = None
     outcome: Annotated[Outcome, Field(discriminator="kind")] | None = Field(
         default=None,
         description="The event that ended it, or the open clarification; the first end wins.",

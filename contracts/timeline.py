@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field, StrictStr
 
+from contracts import fields
 from contracts.approvals import Approval
 from contracts.base import Model, Source, ToolUse, Usage
 from contracts.decisions import Parameter, WorkerType
@@ -76,21 +77,21 @@ class TimelineEntry(Model):
 class Timeline(HttpBody):
     """A request's timeline, oldest step first."""
 
-    request_id: str = Field(description="The request.")
+    request_id: fields.RequestId
     session: str = Field(description="Its session (the client's uuid).")
     principal: str = Field(description="Who owns it.")
     message: str = Field(description="What the user wrote.")
     success_criteria: str | None = Field(default=None, description="The user's own criteria.")
-    state: str = Field(description="Where it is in its life.")
-    status: str = Field(description="The status word clients see.")
+    state: fields.LifeState
+    status: fields.StatusWord
     route: Literal["direct", "orchestrated", "cached"] | None = Field(
         default=None, description="How it was answered, once known."
     )
-    final_output: str | None = Field(default=None, description="The answer, once done.")
+    final_output: fields.FinalAnswer = None
     usage: Usage = Field(default_factory=Usage, description="The whole request's model usage.")
     cost_usd: float | None = Field(default=None, description="That usage priced (USD).")
     replay: Replay | None = Field(default=None, description="Set when it replays another.")
-    trace_id: str | None = Field(default=None, description="OpenTelemetry trace id (hex).")
+    trace_id: fields.TraceId = None
     entries: list[TimelineEntry] = Field(description="The steps, in order.")
 
 
@@ -129,12 +130,12 @@ class ReplayStarted(HttpBody):
 class RequestSummary(Model):
     """One of the caller's requests, as a list shows it."""
 
-    request_id: str = Field(description="The request.")
-    state: str = Field(description="Where it is in its life.")
-    status: str = Field(description="The status word clients see.")
+    request_id: fields.RequestId
+    state: fields.LifeState
+    status: fields.StatusWord
     message: str = Field(description="What the user wrote (cut at 200 characters).")
     created_at: AwareDatetime = Field(description="When it was accepted.")
-    error: str | None = Field(default=None, description="Why it failed, if it did.")
+    error: fields.WhyFailed = None
 
 
 class RequestList(HttpBody):
