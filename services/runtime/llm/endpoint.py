@@ -31,6 +31,7 @@ from contracts import Usage
 from services.runtime.base.errors import LLMNotConfigured, LLMUnavailable
 from services.runtime.base.metrics import LLM_ERRORS, LLM_LATENCY, LLM_TOKENS
 from services.runtime.base.settings import LLMConfig
+from services.runtime.base.telemetry import spans_recorded
 from services.runtime.llm import calls as rules
 from services.runtime.llm import transport
 from services.runtime.llm.calls import CallTimeout
@@ -114,6 +115,10 @@ class Endpoint:
         span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
 
     def _span(self, operation: str = "chat") -> Any:
+        """The call's span; none where spans are not recorded (no exporter): nothing would
+        read it, no span is made inside it, and the step's own span carries the trace."""
+        if not spans_recorded():
+            return contextlib.nullcontext(trace.INVALID_SPAN)
         attributes = self._attributes
         if operation != "chat":
             attributes = {**attributes, "gen_ai.operation.name": operation}

@@ -47,6 +47,7 @@ class Target:
     headers, the organization and project where set), and the proxy the environment names."""
 
     client: openai.AsyncOpenAI
+    base: str  # the client's base URL, as text once (the SDK's property builds it each time)
     headers: dict[str, str]
     proxy: URL | None = None
     proxy_auth: aiohttp.BasicAuth | None = None
@@ -55,14 +56,15 @@ class Target:
     def of(cls, client: openai.AsyncOpenAI) -> Target:
         merged = {**client.default_headers, **client.auth_headers}
         headers = {name: value for name, value in merged.items() if isinstance(value, str)}
+        base = str(client.base_url)
         try:
-            proxy, auth = get_env_proxy_for_url(URL(str(client.base_url)))
+            proxy, auth = get_env_proxy_for_url(URL(base))
         except LookupError:
-            return cls(client, headers)
-        return cls(client, headers, proxy, auth)
+            return cls(client, base, headers)
+        return cls(client, base, headers, proxy, auth)
 
     def url(self, path: str) -> str:
-        return f"{self.client.base_url}{path.lstrip('/')}"
+        return f"{self.base}{path.lstrip('/')}"
 
 
 def session() -> aiohttp.ClientSession:
