@@ -93,6 +93,14 @@ def setup_tracing(service: str) -> TracerProvider:
     return provider
 
 
+def spans_recorded() -> bool:
+    """Whether this process's spans are recorded (its sampler is not the one used where there
+    is no exporter): a span that only it would make, with no child and nothing to carry, can
+    be left out when they are not (endpoint.py's model-call spans)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, TracerProvider) or provider.sampler is not ALWAYS_OFF
+
+
 def _sampler(exporting: bool) -> Sampler | None:
     """With no exporter, spans are not recorded (nothing would read them): each still has its
     ids, so trace ids are made, propagated and stored as with one, at a fraction of the CPU (a

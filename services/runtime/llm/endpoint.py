@@ -1,12 +1,11 @@
 """One model endpoint (base URL, key, model) and the raw calls to it, each measured and traced.
 
-Calls go through the `openai` SDK's lower-level `post` (its auth and error types) with the body
-serialized once by orjson, and the reply read as raw JSON: `chat.completions.create()` spent
-about 1 ms of CPU per call transforming its parameters and building typed reply objects
-(`python -m bench.hotspots`). Streamed replies are read by a small SSE loop (sse.py). Every
-endpoint of a process shares one HTTP client, the SDK's aiohttp-backed one when aiohttp is
-installed (about 40% less CPU per call than its default httpx2 client: one write per request
-instead of two, and C-accelerated parsing), and with it one connection pool.
+Calls are POSTs made by transport.py on the process's one aiohttp session, with the `openai`
+SDK's headers and error types and the body serialized once by orjson; the reply is read as raw
+JSON, streamed replies by a small SSE loop (sse.py). The SDK's `chat.completions.create()` spent
+about 1.6 ms of CPU a call transforming its parameters and building typed reply objects, and
+its lower-level `post()` still about 0.9 ms more than the POST itself (`python -m
+bench.hotspots`).
 
 Each attempt is bounded as a whole, connect to last token, and retried by calls.py's rules (429,
 5xx, connection errors and timeouts with back-off honouring `Retry-After`; never a capability
@@ -21,8 +20,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import openai
 import orjson
@@ -32,23 +31,19 @@ from contracts import Usage
 from services.runtime.base.errors import LLMNotConfigured, LLMUnavailable
 from services.runtime.base.metrics import LLM_ERRORS, LLM_LATENCY, LLM_TOKENS
 from services.runtime.base.settings import LLMConfig
+from services.runtime.base.telemetry import spans_recorded
 from services.runtime.llm import calls as rules
+from services.runtime.llm import transport
 from services.runtime.llm.calls import CallTimeout
 from services.runtime.llm.modes import MODES
 from services.runtime.llm.override import chosen
-from services.runtime.llm.sse import (
-    TRANSPORT_ERRORS,
-    Response,
-    StreamError,
-    as_text,
-    events,
-    gather_tool_calls,
-)
+from services.runtime.llm.sse import StreamError, as_text, events, gather_tool_calls
+from services.runtime.llm.transport import TRANSPORT_ERRORS, Response
 from services.runtime.llm.types import ChatReply, Messages, StreamResult, ToolCall
 
 log = logging.getLogger("sidekick.llm")
+R = TypeVar("R")
 _tracer = trace.get_tracer("sidekick.llm")
-JSON = {"Content-Type": "application/json"}
 # What a call can fail with: the SDK's errors (after its retries), the HTTP client's while a body
 # is read, a bad event mid-stream, or a reply that is not the JSON it should be.
 CALL_ERRORS: tuple[type[Exception], ...] = (
@@ -66,23 +61,9 @@ STREAM_OPTIONS = {"include_usage": True}
 RETRY_CAP = 30.0  # seconds: the longest back-off between two attempts
 
 
-_HTTP: list[Any] = []  # the process's one HTTP client, made on first use
-
-
-def _http_client() -> Any:
-    if not _HTTP:
-        try:
-            _HTTP.append(openai.DefaultAioHttpClient())
-        except RuntimeError:  # aiohttp is not installed: the SDK's default client
-            _HTTP.append(None)
-    return _HTTP[0]
-
-
 async def close_http() -> None:
-    """Close the process's HTTP client (at shutdown: aiohttp complains about open ones)."""
-    if _HTTP and _HTTP[0] is not None:
-        await _HTTP[0].aclose()
-    _HTTP.clear()
+    """Close the process's HTTP session (at shutdown: aiohttp complains about open ones)."""
+    await transport.close()
 
 
 class Endpoint:
@@ -104,8 +85,8 @@ class Endpoint:
                 api_key=config.api_key or "not-needed",
                 timeout=timeout,
                 max_retries=0,  # retried here, by calls.py's rules
-                http_client=_http_client(),
             )
+        self._target = transport.Target.of(self._client) if self._client else None
         # Metric children looked up once, not on every call.
         self._ok = LLM_LATENCY.labels(self.role, self.model, "ok")
         self._tokens_in = LLM_TOKENS.labels(self.role, self.model, "input")
@@ -121,10 +102,10 @@ class Endpoint:
     def configured(self) -> bool:
         return self._client is not None
 
-    def _require(self) -> openai.AsyncOpenAI:
-        if self._client is None:
+    def _require(self) -> transport.Target:
+        if self._target is None:
             raise LLMNotConfigured(self.role)
-        return self._client
+        return self._target
 
     def _record(self, usage: Usage, started: float, span: trace.Span) -> None:
         self._ok.observe(time.perf_counter() - started)
@@ -134,6 +115,10 @@ class Endpoint:
         span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
 
     def _span(self, operation: str = "chat") -> Any:
+        """The call's span; none where spans are not recorded (no exporter): nothing would
+        read it, no span is made inside it, and the step's own span carries the trace."""
+        if not spans_recorded():
+            return contextlib.nullcontext(trace.INVALID_SPAN)
         attributes = self._attributes
         if operation != "chat":
             attributes = {**attributes, "gen_ai.operation.name": operation}
@@ -158,36 +143,36 @@ class Endpoint:
             status=status,
         )
 
-    async def _post(
-        self, path: str, body: dict[str, Any], *, stream: bool
-    ) -> tuple[Response, float]:
-        """The response of the first attempt that got one (a streamed body still to read) and
-        that attempt's deadline. Each attempt is bounded by the timeout; when it runs out the
-        request is cancelled, which closes its connection."""
-        client = self._require()
-        content = orjson.dumps(body)
+    async def _answer(self, path: str, body: dict[str, Any]) -> bytes:
+        """The whole answer of the first attempt that got one (`_attempts`)."""
+        target, content = self._require(), orjson.dumps(body)
+        answer, _ = await self._attempts(lambda: transport.answer(target, path, content))
+        return answer
+
+    async def _open(self, path: str, body: dict[str, Any]) -> tuple[Response, float]:
+        """The response of the first attempt that got one, its streamed body still to read,
+        and that attempt's deadline (`_attempts`)."""
+        target, content = self._require(), orjson.dumps(body)
+        return await self._attempts(lambda: transport.post(target, path, content))
+
+    async def _attempts(self, attempt: Callable[[], Awaitable[R]]) -> tuple[R, float]:
+        """What the first attempt that succeeded got, and its deadline. Each attempt is bounded
+        by the timeout; when it runs out the request is cancelled, which closes its connection."""
         loop = asyncio.get_running_loop()
-        attempt = 0
+        tries = 0
         while True:
             deadline = loop.time() + self.timeout
             try:
                 async with asyncio.timeout_at(deadline):
-                    response: Response = await client.post(
-                        path,
-                        cast_to=Response,
-                        content=content,
-                        options={"headers": JSON},
-                        stream=stream,
-                    )
-                return response, deadline
+                    return await attempt(), deadline
             except TimeoutError:
                 error: Exception = CallTimeout(f"no answer within {self.timeout:g}s")
             except openai.OpenAIError as exc:
                 error = exc
-            if attempt >= self.max_retries or not rules.retryable(error):
+            if tries >= self.max_retries or not rules.retryable(error):
                 raise error
-            await asyncio.sleep(rules.backoff(attempt, error, self.retry_cap))
-            attempt += 1
+            await asyncio.sleep(rules.backoff(tries, error, self.retry_cap))
+            tries += 1
 
     def _cut(self, finish: str | None, body: dict[str, Any], used: int) -> None:
         """Report a reply that stopped at its max_tokens (one line, and the error metric): the
@@ -213,8 +198,7 @@ class Endpoint:
         body = {"model": chosen(self.model), "messages": messages, **extra}
         with self._span() as span:
             try:
-                response, _ = await self._post("/chat/completions", body, stream=False)
-                data = orjson.loads(response.content)
+                data = orjson.loads(await self._answer("/chat/completions", body))
             except CALLS_CUT as exc:
                 if isinstance(exc, CallTimeout | asyncio.CancelledError):  # the prompt was read
                     rules.tally(rules.counted(self.model, messages, "", extra))
@@ -293,10 +277,10 @@ class Endpoint:
         answering = False  # the server took the call: from here on it costs something
         with self._span() as span:
             try:
-                response, deadline = await self._post("/chat/completions", body, stream=True)
+                response, deadline = await self._open("/chat/completions", body)
                 answering = True
                 try:
-                    reading = events(response)
+                    reading = events(response.content.iter_any())
                     while True:
                         try:
                             async with asyncio.timeout_at(deadline):
@@ -322,7 +306,9 @@ class Endpoint:
                                 result.text += text
                                 yield text
                 finally:
-                    await response.aclose()
+                    # A body not read to its end closes its connection, which stops the model;
+                    # one read to its end leaves it for the next call.
+                    response.release()
             except CALL_ERRORS as exc:
                 if answering:  # failed or timed out midway: what it spent so far is counted
                     self._spent_so_far(result, calls, messages, body)
@@ -376,12 +362,10 @@ class Endpoint:
         started = time.perf_counter()
         with self._span("embeddings") as span:
             try:
-                response, _ = await self._post(
-                    "/embeddings",
-                    {"model": self.model, "input": texts, "encoding_format": "float"},
-                    stream=False,
+                answer = await self._answer(
+                    "/embeddings", {"model": self.model, "input": texts, "encoding_format": "float"}
                 )
-                data = orjson.loads(response.content)
+                data = orjson.loads(answer)
                 rows = sorted(data["data"], key=lambda d: d["index"])
                 vectors = [[float(x) for x in row["embedding"]] for row in rows]
             except CALL_ERRORS as exc:

@@ -15,16 +15,6 @@ import orjson
 
 from services.runtime.base.errors import SidekickError
 
-try:  # the SDK's HTTP client: httpx2 from openai 2.x on, httpx before
-    import httpx2 as _http
-except ImportError:  # pragma: no cover - older openai
-    import httpx as _http  # type: ignore[no-redef]
-
-Response = _http.Response
-# Errors of the HTTP client that can surface while a body is read (the SDK turns those raised
-# before the response into its own APIConnectionError / APITimeoutError).
-TRANSPORT_ERRORS: tuple[type[Exception], ...] = (_http.HTTPError, _http.StreamError)
-
 
 class StreamError(SidekickError):
     """The server reported an error inside the stream, or sent an unreadable event."""
@@ -34,11 +24,12 @@ class StreamError(SidekickError):
         super().__init__(message)
 
 
-async def events(response: Response) -> AsyncIterator[dict[str, Any]]:
-    """Each event's JSON object, in order, until `[DONE]` or the end of the body."""
+async def events(body: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """Each event's JSON object, in order, until `[DONE]` or the end of the body (its chunks
+    as they arrive)."""
     pending = b""
     data: list[bytes] = []
-    async for chunk in response.aiter_bytes():
+    async for chunk in body:
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
