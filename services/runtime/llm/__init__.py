@@ -1,9 +1,12 @@
-"""The one way services talk to a model: the `openai` SDK against any compatible endpoint.
+"""The one way services talk to a model: the OpenAI API (the `openai` SDK's client, headers and
+errors) against any compatible endpoint.
 Imports `base` only.
 
 - client.py: `LLMClient`, a role's model: chat, streaming, embeddings and structured output,
   with an optional fallback endpoint used when the primary fails after its retries.
 - endpoint.py: one endpoint's raw calls, measured and traced.
+- transport.py: the HTTP under a call: a POST on the process's one aiohttp session, with the
+  SDK's headers and error types.
 - calls.py: how one call is bounded (`SIDEKICK_LLM_TIMEOUT`), retried and accounted.
 - sse.py: a streamed chat completion's server-sent events, read with little work per event.
 - choice.py: answer, or call one function instead, in one streamed call (the frontline's
