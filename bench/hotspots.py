@@ -8,9 +8,9 @@ other load on the machine inflates both sides alike). `python -m bench.hotspots`
 2. A publish through FastStream with Sidekick's OpenTelemetry + Prometheus middlewares vs a
    bare FastStream broker vs nats-py.
 3. A chat completion through the `openai` SDK's `create()` vs the SDK's lower-level `post()`
-   (same client, no params transform) vs Sidekick's endpoint (`post()` with an orjson body,
-   the reply read as raw JSON; streamed: a lean SSE loop) vs plain httpx, all against the
-   bench's fake model.
+   (same client, no params transform) vs Sidekick's endpoint (one POST on an aiohttp session
+   with the SDK client's headers, an orjson body, the reply read as raw JSON; streamed: a lean
+   SSE loop) vs plain httpx, all against the bench's fake model.
 4. Building the strict JSON schema of a structured output (done on every structured call).
 5. A semantic-cache lookup scanning N cached 1536-dimension embeddings in Python.
 """
@@ -208,11 +208,11 @@ async def llm_call_cost(base_url: str, n: int) -> dict[str, float]:
 
     out = {
         "openai SDK, JSON reply": await cpu_us(n, sdk),
-        "Endpoint.chat (SDK post, orjson body and reply)": await cpu_us(n, ours),
+        "Endpoint.chat (aiohttp POST, SDK headers and errors, orjson)": await cpu_us(n, ours),
         "openai SDK client.post (no params transform)": await cpu_us(n, sdk_post),
         "httpx, same request": await cpu_us(n, plain),
         "openai SDK, streamed reply (9 tokens)": await cpu_us(n, sdk_stream),
-        "Endpoint.stream (SDK post, lean SSE loop), 9 tokens": await cpu_us(n, ours_stream),
+        "Endpoint.stream (aiohttp POST, lean SSE loop), 9 tokens": await cpu_us(n, ours_stream),
     }
     await client.close()
     await raw.aclose()
