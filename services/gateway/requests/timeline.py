@@ -14,6 +14,17 @@ from contracts.events import RequestCancelled, RequestCompleted, RequestFailed
 from contracts.timeline import Timeline, TimelineEntry
 
 Price = Callable[[Usage], float]
+# What a timeline shows of its record as the record has it.
+_KEPT = {
+    "request_id",
+    "principal",
+    "success_criteria",
+    "state",
+    "status",
+    "final_output",
+    "replay",
+    "trace_id",
+}
 
 
 def build(record: RequestRecord, session: str, price: Price) -> Timeline:
@@ -40,20 +51,13 @@ def build(record: RequestRecord, session: str, price: Price) -> Timeline:
         route = "orchestrated"
     usage = outcome.usage if isinstance(outcome, RequestCompleted) else _usage_of(record)
     return Timeline(
-        request_id=record.request_id,
         session=session,
-        principal=record.principal,
         message=record.text,
-        success_criteria=record.success_criteria,
-        state=record.state,
-        status=record.status,
         route=route,
-        final_output=record.final_output,
         usage=usage,
         cost_usd=price(usage),
-        replay=record.replay,
-        trace_id=record.trace_id,
         entries=entries,
+        **record.model_dump(include=_KEPT),
     )
 
 

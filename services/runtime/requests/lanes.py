@@ -34,7 +34,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import get_args
+from typing import Any, get_args
 
 from opentelemetry import context, trace
 
@@ -56,6 +56,23 @@ STAMP_CHARS = 64_000
 tracer = trace.get_tracer("sidekick.lanes")
 
 Session = Versioned[SessionRecord]
+
+# A request's options, named alike in the gateway's submission, the request's record and the
+# events that carry it on (`chat.requested`, `request.routed`): each is made from the one before
+# by these names (`options`); OWNED adds whose request it is.
+OPTIONS = (
+    "request_id",
+    "success_criteria",
+    "use_evaluator",
+    "skip_cache",
+    "planned",
+    "preferences",
+    "history",
+    "frontend_tools",
+    "context",
+    "replay",
+)
+OWNED = (*OPTIONS, "session_id", "principal")
 
 
 class Busy(SidekickError):
@@ -190,23 +207,17 @@ def request_of(
     if session is not None and session.revision > 0:
         held, session_turns = SessionStamp(revision=session.revision, record=session.value), None
     return ChatRequested(
-        request_id=record.request_id,
-        session_id=record.session_id,
         message=record.text,
-        success_criteria=record.success_criteria,
-        use_evaluator=record.use_evaluator,
-        skip_cache=record.skip_cache,
-        principal=record.principal,
-        planned=record.planned,
-        preferences=record.preferences,
-        history=record.history,
         session_turns=session_turns,
         session=held,
         record=stamp,
-        frontend_tools=record.frontend_tools,
-        context=record.context,
-        replay=record.replay,
+        **options(record),
     )
+
+
+def options(source: object, names: tuple[str, ...] = OWNED) -> dict[str, Any]:
+    """`source`'s values of `names`: a request's options and whose it is, by default."""
+    return {name: getattr(source, name) for name in names}
 
 
 def small(session: SessionRecord) -> bool:
@@ -229,17 +240,7 @@ def record_from(req: ChatRequested | RequestRouted) -> Tracked | None:
         return None
     history = req.history if isinstance(req, ChatRequested) else []
     record = RequestRecord(
-        request_id=req.request_id,
-        session_id=req.session_id,
-        principal=req.principal,
-        text=req.message,
-        success_criteria=req.success_criteria,
-        use_evaluator=req.use_evaluator,
-        skip_cache=req.skip_cache,
-        planned=req.planned,
-        preferences=req.preferences,
-        history=history,
-        replay=req.replay,
+        **options(req) | {"text": req.message, "history": history},
         state="accepted",
         status=STATUS["accepted"],
         trace_id=stamp.trace_id,
