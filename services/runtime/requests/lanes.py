@@ -73,6 +73,8 @@ OPTIONS = (
     "replay",
 )
 OWNED = (*OPTIONS, "session_id", "principal")
+# What a request's stamp (`RecordStamp`) keeps of its record, under the record's names.
+STAMPED = ("created_at", "updated_at", "trace_id")
 
 
 class Busy(SidekickError):
@@ -197,11 +199,7 @@ def request_of(
     write), else with its recent turns when given."""
     record = tracked.value
     stamp = RecordStamp(
-        revision=tracked.revision,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        trace_id=record.trace_id,
-        digest=digest(record),
+        revision=tracked.revision, digest=digest(record), **options(record, STAMPED)
     )
     held = None
     if session is not None and session.revision > 0:
@@ -241,11 +239,9 @@ def record_from(req: ChatRequested | RequestRouted) -> Tracked | None:
     history = req.history if isinstance(req, ChatRequested) else []
     record = RequestRecord(
         **options(req) | {"text": req.message, "history": history},
+        **options(stamp, STAMPED),
         state="accepted",
         status=STATUS["accepted"],
-        trace_id=stamp.trace_id,
-        created_at=stamp.created_at,
-        updated_at=stamp.updated_at,
     )
     if not hmac.compare_digest(digest(record), stamp.digest):
         return None
