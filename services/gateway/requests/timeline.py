@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 from contracts import Attempt, LoopState, RequestRecord, Usage
 from contracts.events import RequestCancelled, RequestCompleted, RequestFailed
@@ -300,13 +301,12 @@ def _approvals(record: RequestRecord) -> list[TimelineEntry]:
 def _end(record: RequestRecord, price: Price) -> list[TimelineEntry]:
     outcome = record.outcome
     at = record.completed_at
-    took = _ms(record.created_at, at)
+    # Every end is an entry of when it ended and how long the request took.
+    end = partial(TimelineEntry, at=at, duration_ms=_ms(record.created_at, at))
     if isinstance(outcome, RequestCompleted):
         return [
-            TimelineEntry(
+            end(
                 step="ended",
-                at=at,
-                duration_ms=took,
                 title=f"ended {outcome.status} ({outcome.route}, {outcome.attempts} attempt(s))",
                 output=outcome.output,
                 sources=outcome.sources,
@@ -317,21 +317,9 @@ def _end(record: RequestRecord, price: Price) -> list[TimelineEntry]:
             )
         ]
     if isinstance(outcome, RequestFailed):
-        return [
-            TimelineEntry(
-                step="ended",
-                at=at,
-                duration_ms=took,
-                title=f"ended failed ({outcome.code})",
-                error=outcome.error,
-            )
-        ]
+        return [end(step="ended", title=f"ended failed ({outcome.code})", error=outcome.error)]
     if isinstance(outcome, RequestCancelled):
-        return [
-            TimelineEntry(
-                step="cancelled", at=at, duration_ms=took, title="cancelled", detail=outcome.reason
-            )
-        ]
+        return [end(step="cancelled", title="cancelled", detail=outcome.reason)]
     if record.ended:
         return [_unavailable(f"It ended {record.state}, but how it ended is not recorded.")]
     return []
