@@ -9,7 +9,8 @@ import argparse
 import json
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import httpx
 
@@ -19,6 +20,7 @@ from services.runtime.base.errors import SidekickError
 # States a replay is followed until (it ended, or it waits on the user).
 SETTLED = {"completed", "partial", "failed", "cancelled", "awaiting_clarification"}
 SETTLED_STATES = SETTLED | {"awaiting_approval"}
+T = TypeVar("T")
 
 
 class GatewayRefused(SidekickError):
@@ -125,7 +127,7 @@ class Gateway:
             hint = "check --token or $SIDEKICK_TOKEN" if self.token else "pass --token TOKEN"
             raise GatewayRefused(f"the gateway at {self.url} refused the call (401): {hint}")
         if resp.is_error:
-            raise GatewayRefused(f"{_reason(resp)} (HTTP {resp.status_code})")
+            raise GatewayRefused(f"{reason(resp)} (HTTP {resp.status_code})")
         data: dict[str, Any] = resp.json()
         return data
 
@@ -133,7 +135,8 @@ class Gateway:
         self.http.close()
 
 
-def _reason(resp: httpx.Response) -> str:
+def reason(resp: httpx.Response) -> str:
+    """The gateway's error message (`{"error": {"code", "message"}}`), else the status text."""
     try:
         error = resp.json().get("error", {})
         return str(error.get("message") or error.get("code") or resp.reason_phrase)
@@ -144,15 +147,23 @@ def _reason(resp: httpx.Response) -> str:
 # --- inspect ---------------------------------------------------------------------------------
 
 
-def inspect(args: argparse.Namespace) -> int:
+def asked(args: argparse.Namespace, command: str, ask: Callable[[Gateway], T]) -> T | None:
+    """What `ask` gets from the gateway (`--url`, `--token`), or None once a refusal is printed
+    as `sidekick <command>`'s; the connection is closed either way."""
     gateway = Gateway(args.url, args.token)
     try:
-        timeline = gateway.timeline(args.request_id)
+        return ask(gateway)
     except GatewayRefused as exc:
-        print(f"sidekick inspect: {exc}")
-        return 1
+        print(f"sidekick {command}: {exc}")
+        return None
     finally:
         gateway.close()
+
+
+def inspect(args: argparse.Namespace) -> int:
+    timeline = asked(args, "inspect", lambda gateway: gateway.timeline(args.request_id))
+    if timeline is None:
+        return 1
     if args.json:
         print(json.dumps(timeline.wire(), indent=2, ensure_ascii=False))
     else:
@@ -247,18 +258,18 @@ def replay(args: argparse.Namespace) -> int:
         body["model"] = args.model
     if args.session:
         body["session"] = args.session
-    gateway = Gateway(args.url, args.token)
-    try:
+
+    def run(gateway: Gateway) -> tuple[Timeline, Timeline]:
         original = gateway.timeline(args.request_id)
         started = gateway.replay(args.request_id, body)
         new_id = str(started["request_id"])
         print(f"replaying {args.request_id} from {args.from_step} as {new_id} …", flush=True)
-        again = _follow(gateway, new_id, args.timeout)
-    except GatewayRefused as exc:
-        print(f"sidekick replay: {exc}")
+        return original, _follow(gateway, new_id, args.timeout)
+
+    got = asked(args, "replay", run)
+    if got is None:
         return 1
-    finally:
-        gateway.close()
+    original, again = got
     if args.json:
         both = {"original": original.wire(), "replay": again.wire()}
         print(json.dumps(both, indent=2, ensure_ascii=False))

@@ -124,17 +124,19 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(args.service, args.kinds)
     if args.command == "up":
-        from services.cli.up import up
+        from services.cli.up import Supervisor, up
         from services.runtime.base.settings import Settings
 
         settings = Settings()
         return up(
-            data_dir=args.data_dir or settings.data_dir,
-            port=args.port or settings.gateway_port,
-            nats_url=args.nats_url or os.environ.get("SIDEKICK_NATS_URL"),
-            workers=args.workers,
-            host=args.host,
-            local_model=args.local_model,
+            Supervisor(
+                data_dir=args.data_dir or settings.data_dir,
+                port=args.port or settings.gateway_port,
+                nats_url=args.nats_url or os.environ.get("SIDEKICK_NATS_URL"),
+                workers=args.workers,
+                host=args.host,
+                local_model=args.local_model,
+            )
         )
     if args.command == "local-model":
         from services.cli.localmodel import serve

@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 
 from contracts import Subjects
 from contracts.email import OutboxEntry
+from services.cli.inspecting import reason
 from services.runtime.base.errors import SidekickError
 from services.runtime.bus.natslogin import Login, split_servers
 from services.runtime.requests import outbox
@@ -42,18 +43,9 @@ def from_gateway(url: str, limit: int, token: str | None = None) -> list[OutboxE
             f"the gateway at {url} requires a token (401): pass --token TOKEN or set SIDEKICK_TOKEN"
         )
     if resp.is_error:
-        raise GatewayRefused(f"the gateway at {url} answered {resp.status_code}: {_reason(resp)}")
+        raise GatewayRefused(f"the gateway at {url} answered {resp.status_code}: {reason(resp)}")
     data: dict[str, Any] = resp.json()
     return [OutboxEntry.model_validate(e) for e in data.get("entries", [])]
-
-
-def _reason(resp: httpx.Response) -> str:
-    """The gateway's error message (`{"error": {"code", "message"}}`), else the status text."""
-    try:
-        error = resp.json().get("error", {})
-        return str(error.get("message") or error.get("code") or resp.reason_phrase)
-    except (ValueError, AttributeError):
-        return resp.reason_phrase
 
 
 async def _quiet(_: Exception) -> None:

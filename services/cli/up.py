@@ -271,24 +271,8 @@ class Supervisor:
             self.nats.stop()
 
 
-def up(
-    *,
-    data_dir: Path,
-    port: int,
-    nats_url: str | None,
-    workers: str | None,
-    host: str,
-    local_model: bool = False,
-) -> int:
+def up(sup: Supervisor) -> int:
     setup_logging("up")
-    sup = Supervisor(
-        data_dir=data_dir,
-        port=port,
-        nats_url=nats_url,
-        workers=workers,
-        host=host,
-        local_model=local_model,
-    )
 
     def on_signal(signum: int, _frame: object) -> None:
         if sup.stopping:
@@ -302,14 +286,14 @@ def up(
         try:
             sup.start()
         except (LocalModelMissing, TimeoutError, RuntimeError) as exc:
-            if not local_model:
+            if not sup.local_model:
                 raise
             log.error("--local-model: %s", exc)
             return 1
         if sup.wait_ready():
             lines = banner(
-                host=host,
-                port=port,
+                host=sup.host,
+                port=sup.port,
                 took=time.monotonic() - started,
                 settings=Settings(),
                 env=os.environ,

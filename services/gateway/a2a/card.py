@@ -14,6 +14,7 @@ conformance kit scans it for such words, and so does tests/protocols/test_a2a_ca
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,45 +84,54 @@ class Offer:
 
 
 def _skill(
-    id_: str, name: str, description: str, tags: list[str], examples: list[str]
+    id_: str, name: str, description: str, tags: Sequence[str], examples: Sequence[str]
 ) -> AgentSkill:
-    return AgentSkill(id=id_, name=name, description=description, tags=tags, examples=examples)
+    return AgentSkill(
+        id=id_, name=name, description=description, tags=list(tags), examples=list(examples)
+    )
 
 
-def skills(offer: Offer) -> list[AgentSkill]:
-    found = [
-        _skill(
+# The skills every deployment describes alike, each with the worker kind it needs (None: none).
+_ALIKE: tuple[tuple[str | None, tuple[str, str, str, tuple[str, ...], tuple[str, ...]]], ...] = (
+    (
+        None,
+        (
             "general",
             "General",
             "Writing, reasoning, explaining and summarising: answered directly, or by a worker "
             "whose answer is checked against success criteria and retried when it falls short.",
-            ["general", "writing", "reasoning"],
-            ["Explain the difference between a process and a thread."],
-        )
-    ]
-    if "SEARCH" in offer.kinds:
-        found.append(
-            _skill(
-                "search",
-                "Web search",
-                "Current facts, news and prices from a web search; the answer cites its sources "
-                "(a data part lists them).",
-                ["search", "news", "sources"],
-                ["What happened at the most recent Mars rover landing?"],
-            )
-        )
-    if "RESEARCH" in offer.kinds:
-        found.append(
-            _skill(
-                "research",
-                "Research",
-                "Multi-step research: a plan, several searches, a synthesis with sources, and a "
-                "check that the sources are live. It may ask first what it depends on "
-                "(INPUT_REQUIRED).",
-                ["research", "sources", "report"],
-                ["Research the trade-offs of heat pumps for an old house, with sources."],
-            )
-        )
+            ("general", "writing", "reasoning"),
+            ("Explain the difference between a process and a thread.",),
+        ),
+    ),
+    (
+        "SEARCH",
+        (
+            "search",
+            "Web search",
+            "Current facts, news and prices from a web search; the answer cites its sources "
+            "(a data part lists them).",
+            ("search", "news", "sources"),
+            ("What happened at the most recent Mars rover landing?",),
+        ),
+    ),
+    (
+        "RESEARCH",
+        (
+            "research",
+            "Research",
+            "Multi-step research: a plan, several searches, a synthesis with sources, and a "
+            "check that the sources are live. It may ask first what it depends on "
+            "(INPUT_REQUIRED).",
+            ("research", "sources", "report"),
+            ("Research the trade-offs of heat pumps for an old house, with sources.",),
+        ),
+    ),
+)
+
+
+def skills(offer: Offer) -> list[AgentSkill]:
+    found = [_skill(*alike) for kind, alike in _ALIKE if kind is None or kind in offer.kinds]
     if "EMAIL" in offer.kinds and offer.email != "deny":
         asks = {
             "ask": " Every email waits for your approval before it is sent: the task is "

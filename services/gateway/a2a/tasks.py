@@ -191,26 +191,17 @@ class Updates:
 
     def __init__(self, task_id: str, context_id: str) -> None:
         self.ids = (task_id, context_id)
+        self.of_task = {"task_id": task_id, "context_id": context_id}  # on each of its updates
         self.streamed = ""
         self.done = False
 
     def status(self, state: TaskState, message: Message | None, ts: str) -> StreamResponse:
-        task_id, context_id = self.ids
-        event = TaskStatusUpdateEvent(
-            task_id=task_id,
-            context_id=context_id,
-            status=TaskStatus(state=state, message=message, timestamp=ts),
-        )
-        return StreamResponse(status_update=event)
+        status = TaskStatus(state=state, message=message, timestamp=ts)
+        return StreamResponse(status_update=TaskStatusUpdateEvent(**self.of_task, status=status))
 
     def artifact(self, artifact: Artifact, append: bool, last: bool) -> StreamResponse:
-        task_id, context_id = self.ids
         event = TaskArtifactUpdateEvent(
-            task_id=task_id,
-            context_id=context_id,
-            artifact=artifact,
-            append=append,
-            last_chunk=last,
+            **self.of_task, artifact=artifact, append=append, last_chunk=last
         )
         return StreamResponse(artifact_update=event)
 

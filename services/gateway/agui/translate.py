@@ -81,40 +81,49 @@ def clarification_interrupt(event: Outcome) -> Interrupt:
     if event.approval is not None:
         return approval_interrupt(event)
     properties = {q.id: {"type": "string", "description": q.question} for q in event.questions}
-    return Interrupt(
-        id=event.event_id,
-        reason="input_required",
-        message=questions_text(event),
-        response_schema={
-            "type": "object",
-            "description": "Answers by question id (or send the answer as one string).",
-            "properties": properties,
-            "required": list(properties),
-        },
-        metadata={"request_id": event.request_id, "source": event.source},
-    )
+    schema = {
+        "type": "object",
+        "description": "Answers by question id (or send the answer as one string).",
+        "properties": properties,
+        "required": list(properties),
+    }
+    return _interrupt(event, "input_required", schema, {"source": event.source})
 
 
 def approval_interrupt(event: ClarificationRequested) -> Interrupt:
     """An action waiting for approval: its arguments exactly as they would run, answered by
     resuming with "yes" or "no" (or the seed's approval words)."""
     assert event.approval is not None
-    return Interrupt(
-        id=event.event_id,
-        reason="approval_required",
-        message=questions_text(event),
-        response_schema={
-            "type": "string",
-            "description": "yes to approve the action, no to decline it",
-            "enum": ["yes", "no"],
-        },
+    schema = {
+        "type": "string",
+        "description": "yes to approve the action, no to decline it",
+        "enum": ["yes", "no"],
+    }
+    return _interrupt(
+        event,
+        "approval_required",
+        schema,
+        {"source": "approval", "approval": event.approval.model_dump(mode="json")},
         # The client's own check refuses to answer it after this (`isInterruptExpired`).
         expires_at=event.approval.expires_at.isoformat().replace("+00:00", "Z"),
-        metadata={
-            "request_id": event.request_id,
-            "source": "approval",
-            "approval": event.approval.model_dump(mode="json"),
-        },
+    )
+
+
+def _interrupt(
+    event: ClarificationRequested,
+    reason: str,
+    schema: dict[str, Any],
+    metadata: dict[str, Any],
+    expires_at: str | None = None,
+) -> Interrupt:
+    """The interrupt a parked request is: its questions' words, and the answer it expects."""
+    return Interrupt(
+        id=event.event_id,
+        reason=reason,
+        message=questions_text(event),
+        response_schema=schema,
+        expires_at=expires_at,
+        metadata={"request_id": event.request_id, **metadata},
     )
 
 

@@ -269,23 +269,14 @@ class Intake:
             ) from exc
         self.copies.wrote(session_id, place.session)
         record = RequestRecord(
-            request_id=request_id,
             session_id=session_id,
             principal=principal,
             text=text,
-            success_criteria=new.success_criteria,
-            use_evaluator=new.use_evaluator,
-            skip_cache=new.skip_cache,
-            planned=new.planned,
-            preferences=new.preferences,
-            history=new.history,
-            frontend_tools=new.frontend_tools,
-            context=new.context,
             push=new.push,
-            replay=new.replay,
             state="accepted" if place.position == 0 else "queued",
             status="started",
             trace_id=current_trace_id(),
+            **lanes.options(new, lanes.OPTIONS),
         )
         accepted = Accepted(request_id, fresh=True, behind=place.behind, position=place.position)
         try:

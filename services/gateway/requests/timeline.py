@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 from contracts import Attempt, LoopState, RequestRecord, Usage
 from contracts.events import RequestCancelled, RequestCompleted, RequestFailed
 from contracts.timeline import Timeline, TimelineEntry
 
 Price = Callable[[Usage], float]
+# What a timeline shows of its record as the record has it.
+_KEPT = {
+    "request_id",
+    "principal",
+    "success_criteria",
+    "state",
+    "status",
+    "final_output",
+    "replay",
+    "trace_id",
+}
 
 
 def build(record: RequestRecord, session: str, price: Price) -> Timeline:
@@ -40,20 +52,13 @@ def build(record: RequestRecord, session: str, price: Price) -> Timeline:
         route = "orchestrated"
     usage = outcome.usage if isinstance(outcome, RequestCompleted) else _usage_of(record)
     return Timeline(
-        request_id=record.request_id,
         session=session,
-        principal=record.principal,
         message=record.text,
-        success_criteria=record.success_criteria,
-        state=record.state,
-        status=record.status,
         route=route,
-        final_output=record.final_output,
         usage=usage,
         cost_usd=price(usage),
-        replay=record.replay,
-        trace_id=record.trace_id,
         entries=entries,
+        **record.model_dump(include=_KEPT),
     )
 
 
@@ -296,13 +301,12 @@ def _approvals(record: RequestRecord) -> list[TimelineEntry]:
 def _end(record: RequestRecord, price: Price) -> list[TimelineEntry]:
     outcome = record.outcome
     at = record.completed_at
-    took = _ms(record.created_at, at)
+    # Every end is an entry of when it ended and how long the request took.
+    end = partial(TimelineEntry, at=at, duration_ms=_ms(record.created_at, at))
     if isinstance(outcome, RequestCompleted):
         return [
-            TimelineEntry(
+            end(
                 step="ended",
-                at=at,
-                duration_ms=took,
                 title=f"ended {outcome.status} ({outcome.route}, {outcome.attempts} attempt(s))",
                 output=outcome.output,
                 sources=outcome.sources,
@@ -313,21 +317,9 @@ def _end(record: RequestRecord, price: Price) -> list[TimelineEntry]:
             )
         ]
     if isinstance(outcome, RequestFailed):
-        return [
-            TimelineEntry(
-                step="ended",
-                at=at,
-                duration_ms=took,
-                title=f"ended failed ({outcome.code})",
-                error=outcome.error,
-            )
-        ]
+        return [end(step="ended", title=f"ended failed ({outcome.code})", error=outcome.error)]
     if isinstance(outcome, RequestCancelled):
-        return [
-            TimelineEntry(
-                step="cancelled", at=at, duration_ms=took, title="cancelled", detail=outcome.reason
-            )
-        ]
+        return [end(step="cancelled", title="cancelled", detail=outcome.reason)]
     if record.ended:
         return [_unavailable(f"It ended {record.state}, but how it ended is not recorded.")]
     return []

@@ -13,6 +13,23 @@ from services.gateway.core.intake import unscoped
 from services.runtime.requests.lifecycle import PARKED
 from services.runtime.requests.sessions import asked_text
 
+# What a workflow's state shows of its record as the record has it.
+_KEPT = {
+    "status",
+    "created_at",
+    "updated_at",
+    "clarification_questions",
+    "approvals",
+    "text",
+    "success_criteria",
+    "worker_type",
+    "attempt",
+    "detail",
+    "error",
+    "trace_id",
+    "cached",
+}
+
 
 def workflow_session(principal: str, workflow_id: str) -> str:
     """A workflow's own session (its chat turns and follow-up questions live there)."""
@@ -73,22 +90,10 @@ def view(record: RequestRecord, turns: list[Turn] | None = None) -> WorkflowView
         state=WorkflowState(
             workflow_id=record.request_id,
             user_request=record.text,
-            status=record.status,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
             chat_history=chat_history(record, turns),
-            clarification_questions=record.clarification_questions,
             approval=waiting_on(record) if record.state == "awaiting_approval" else None,
-            approvals=record.approvals,
-            text=record.text,
-            success_criteria=record.success_criteria,
             session=unscoped(record.principal, record.session_id),
-            worker_type=record.worker_type,
-            attempt=record.attempt,
-            detail=record.detail,
-            error=record.error,
-            trace_id=record.trace_id,
-            cached=record.cached,
+            **record.model_dump(include=_KEPT),
             **spend(record),
         ),
         created_at=record.created_at,

@@ -57,6 +57,10 @@ class Seen:
     usage_reported: bool | None = None  # whether the streamed reply carried usage
 
 
+# What a report shows of what was seen, under the same names.
+SHOWN = ("answers", "key", "listed", "capabilities", "usage_reported")
+
+
 @dataclass
 class ModelReport:
     role: str
@@ -262,16 +266,9 @@ def judge(
     fallback: bool = False,
 ) -> ModelReport:
     """What the configuration gets from what was seen, and what to set where it falls short."""
+    shown = {name: getattr(seen, name) for name in SHOWN}
     r = ModelReport(
-        role=config.role,
-        label=label,
-        base_url=config.where,
-        model=config.model,
-        answers=seen.answers,
-        key=seen.key,
-        listed=seen.listed,
-        capabilities=seen.capabilities,
-        usage_reported=seen.usage_reported,
+        role=config.role, label=label, base_url=config.where, model=config.model, **shown
     )
 
     def problem(what: str, name: str) -> None:

@@ -34,7 +34,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import get_args
+from typing import Any, get_args
 
 from opentelemetry import context, trace
 
@@ -56,6 +56,25 @@ STAMP_CHARS = 64_000
 tracer = trace.get_tracer("sidekick.lanes")
 
 Session = Versioned[SessionRecord]
+
+# A request's options, named alike in the gateway's submission, the request's record and the
+# events that carry it on (`chat.requested`, `request.routed`): each is made from the one before
+# by these names (`options`); OWNED adds whose request it is.
+OPTIONS = (
+    "request_id",
+    "success_criteria",
+    "use_evaluator",
+    "skip_cache",
+    "planned",
+    "preferences",
+    "history",
+    "frontend_tools",
+    "context",
+    "replay",
+)
+OWNED = (*OPTIONS, "session_id", "principal")
+# What a request's stamp (`RecordStamp`) keeps of its record, under the record's names.
+STAMPED = ("created_at", "updated_at", "trace_id")
 
 
 class Busy(SidekickError):
@@ -180,33 +199,23 @@ def request_of(
     write), else with its recent turns when given."""
     record = tracked.value
     stamp = RecordStamp(
-        revision=tracked.revision,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        trace_id=record.trace_id,
-        digest=digest(record),
+        revision=tracked.revision, digest=digest(record), **options(record, STAMPED)
     )
     held = None
     if session is not None and session.revision > 0:
         held, session_turns = SessionStamp(revision=session.revision, record=session.value), None
     return ChatRequested(
-        request_id=record.request_id,
-        session_id=record.session_id,
         message=record.text,
-        success_criteria=record.success_criteria,
-        use_evaluator=record.use_evaluator,
-        skip_cache=record.skip_cache,
-        principal=record.principal,
-        planned=record.planned,
-        preferences=record.preferences,
-        history=record.history,
         session_turns=session_turns,
         session=held,
         record=stamp,
-        frontend_tools=record.frontend_tools,
-        context=record.context,
-        replay=record.replay,
+        **options(record),
     )
+
+
+def options(source: object, names: tuple[str, ...] = OWNED) -> dict[str, Any]:
+    """`source`'s values of `names`: a request's options and whose it is, by default."""
+    return {name: getattr(source, name) for name in names}
 
 
 def small(session: SessionRecord) -> bool:
@@ -229,22 +238,10 @@ def record_from(req: ChatRequested | RequestRouted) -> Tracked | None:
         return None
     history = req.history if isinstance(req, ChatRequested) else []
     record = RequestRecord(
-        request_id=req.request_id,
-        session_id=req.session_id,
-        principal=req.principal,
-        text=req.message,
-        success_criteria=req.success_criteria,
-        use_evaluator=req.use_evaluator,
-        skip_cache=req.skip_cache,
-        planned=req.planned,
-        preferences=req.preferences,
-        history=history,
-        replay=req.replay,
+        **options(req) | {"text": req.message, "history": history},
+        **options(stamp, STAMPED),
         state="accepted",
         status=STATUS["accepted"],
-        trace_id=stamp.trace_id,
-        created_at=stamp.created_at,
-        updated_at=stamp.updated_at,
     )
     if not hmac.compare_digest(digest(record), stamp.digest):
         return None
