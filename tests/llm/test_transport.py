@@ -10,9 +10,10 @@ from services.runtime.base.errors import LLMUnavailable
 from services.runtime.base.settings import LLMConfig
 from services.runtime.llm import LLMClient
 from services.runtime.llm.transport import Target
+from services.runtime.llm.types import Messages
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 
-HI = [{"role": "user", "content": "hi"}]
+HI: Messages = [{"role": "user", "content": "hi"}]
 
 
 async def test_a_call_carries_the_sdks_key_organization_and_platform_headers(
