@@ -26,7 +26,6 @@ from pydantic_settings import BaseSettings
 
 from services.runtime.base.children import SERVICES
 from services.runtime.base.settings import secrets_of, variables_of
-from services.runtime.bus.natslogin import WHATS
 
 # The processes `sidekick up` starts besides the services.
 NATS_SERVER = "nats-server"
@@ -36,9 +35,16 @@ PROCESSES = (*SERVICES, NATS_SERVER, LOCAL_MODEL)
 # The parts of a NATS login that are secrets (services/runtime/bus/natslogin.py reads them, a
 # service's own `SIDEKICK_<SERVICE>_NATS_<PART>` before the shared `SIDEKICK_NATS_<PART>`): the
 # files too, since each names a secret this process may read. USER and the TLS CA and client
-# certificate are configuration; a part added to the login is a secret unless named here.
-NATS_LOGIN_CONFIGURATION = ("USER", "TLS_CA", "TLS_CERT")
-NATS_LOGIN_SECRETS = tuple(what for what in WHATS if what not in NATS_LOGIN_CONFIGURATION)
+# certificate are configuration.
+NATS_LOGIN_SECRETS = (
+    "PASSWORD",
+    "PASSWORD_FILE",
+    "TOKEN",
+    "TOKEN_FILE",
+    "CREDS",
+    "NKEY",
+    "TLS_KEY",
+)
 # The users of a generated nats-server configuration, whose passwords it reads from
 # `SIDEKICK_NATS_PASSWORD_<USER>` (services/runtime/bus/natsauth.py, natscluster.py).
 NATS_USERS = (*SERVICES, "admin", "route")
