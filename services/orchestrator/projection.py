@@ -99,36 +99,26 @@ def next_messages(state: LoopState) -> list[Message]:
                 )
             )
         ]
-    if state.status == "awaiting_clarification" and state.waiting_tools:
-        cur = state.current
-        return [
-            Finish(
-                ClarificationRequested(
-                    event_id=f"{req.request_id}-tools-{state.tool_rounds + 1}",
-                    request_id=req.request_id,
-                    session_id=req.session_id,
-                    questions=state.questions,
-                    source="planner",
-                    attempt=cur.n if cur else None,
-                    tool_calls=state.waiting_tools,
-                )
-            )
-        ]
     if state.status == "awaiting_clarification":
         cur = state.current
-        source: Literal["evaluator", "planner"] = (
-            "evaluator" if cur is not None and cur.verdict is not None else "planner"
-        )
+        source: Literal["evaluator", "planner"] = "planner"
+        # Deterministic, so a redelivery republishes the same event.
+        if state.waiting_tools:  # the client's own tools' calls: its results answer them
+            event_id = f"{req.request_id}-tools-{state.tool_rounds + 1}"
+        else:
+            event_id = f"{req.request_id}-clarify-{state.rounds + 1}"
+            if cur is not None and cur.verdict is not None:
+                source = "evaluator"
         return [
             Finish(
                 ClarificationRequested(
-                    # Deterministic, so a redelivery republishes the same event.
-                    event_id=f"{req.request_id}-clarify-{state.rounds + 1}",
+                    event_id=event_id,
                     request_id=req.request_id,
                     session_id=req.session_id,
                     questions=state.questions,
                     source=source,
                     attempt=cur.n if cur else None,
+                    tool_calls=state.waiting_tools,
                 )
             )
         ]

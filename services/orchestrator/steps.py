@@ -16,6 +16,7 @@ it used."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from contracts import ClarificationRequested, Progress, RequestCompleted
 from services.orchestrator import authentic, loop
@@ -37,15 +38,13 @@ from services.runtime.requests.outcomes import finish
 log = logging.getLogger("sidekick.orchestrator")
 
 
+@dataclass(eq=False)
 class Steps:
-    def __init__(
-        self, bus: Bus, store: Store, cache: SemanticCache, parking: ParkingLot, budget: Budget
-    ) -> None:
-        self.bus = bus
-        self.store = store
-        self.cache = cache
-        self.parking = parking
-        self.budget = budget
+    bus: Bus
+    store: Store
+    cache: SemanticCache
+    parking: ParkingLot
+    budget: Budget
 
     async def advance(self, state: LoopState, tracked: Tracked) -> None:
         """Publish what the loop's state says comes next (`tracked`: the request's record as

@@ -22,6 +22,11 @@ def provider_secret(variable: str, description: str) -> Any:
     return secret("workers", validation_alias=AliasChoices(variable), description=description)
 
 
+def provider_url(default: str, provider: str) -> Any:
+    """Where a provider's API is (a test points it at a local fake)."""
+    return Field(default=default, description=f"{provider} API base URL.")
+
+
 class BraveSettings(BaseSettings):
     """Brave Search: the SEARCH and RESEARCH kinds', and the TOOLS worker's web_search."""
 
@@ -30,9 +35,7 @@ class BraveSettings(BaseSettings):
         "Brave Search subscription token; without it SEARCH and RESEARCH fail, and web_search "
         "is off.",
     )
-    brave_base_url: str = Field(
-        default="https://api.search.brave.com", description="Brave Search API base URL."
-    )
+    brave_base_url: str = provider_url("https://api.search.brave.com", "Brave Search")
 
 
 class ApprovalSettings(BaseSettings):
@@ -70,9 +73,7 @@ class WorkerSettings(BraveSettings, ApprovalSettings):
     sendgrid_from_email: str | None = provider_key(
         "SENDGRID_FROM_EMAIL", "Verified sender address for SendGrid."
     )
-    sendgrid_base_url: str = Field(
-        default="https://api.sendgrid.com", description="SendGrid API base URL."
-    )
+    sendgrid_base_url: str = provider_url("https://api.sendgrid.com", "SendGrid")
     sendgrid_timeout: float = Field(default=15.0, gt=0, description="Seconds per send.")
     email_allowed_domains: str = Field(
         default="", description="Comma-separated recipient domains allowed; empty = any."

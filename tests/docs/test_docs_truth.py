@@ -266,13 +266,16 @@ def test_every_test_the_docs_name_exists() -> None:
 
 
 def registered_metrics() -> dict[str, set[str]]:
-    """Every Prometheus metric the services define (name: labels), read from the source."""
+    """Every Prometheus metric the services define (name: labels), read from the source: made
+    by prometheus_client's classes or by services/runtime/base/metrics.py's `counter`,
+    `histogram` and `gauge`, with the labels as the third argument."""
     out: dict[str, set[str]] = {}
     for path in (ROOT / "services").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
-                and getattr(node.func, "id", "") in {"Counter", "Histogram", "Gauge", "Summary"}
+                and getattr(node.func, "id", "").lower()
+                in {"counter", "histogram", "gauge", "summary"}
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
                 and str(node.args[0].value).startswith("sidekick_")

@@ -19,11 +19,12 @@ import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 from opentelemetry import trace
 
 LogFormat = Literal["text", "json"]
+T = TypeVar("T")
 
 _REQUEST_ID: ContextVar[str | None] = ContextVar("sidekick_request_id", default=None)
 # Libraries that are chatty at INFO (the openai SDK's HTTP client logs every call as `httpx2`).
@@ -31,13 +32,18 @@ _NOISY = ("httpx", "httpx2", "openai", "faststream", "nats", "asyncio")
 
 
 @contextlib.contextmanager
-def request_context(request_id: str | None) -> Iterator[None]:
-    """Records written inside this block (and in tasks started from it) name `request_id`."""
-    token = _REQUEST_ID.set(request_id)
+def bound(var: ContextVar[T], value: T) -> Iterator[None]:
+    """`var` is `value` inside this block (and in tasks started from it), as it was after."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _REQUEST_ID.reset(token)
+        var.reset(token)
+
+
+def request_context(request_id: str | None) -> contextlib.AbstractContextManager[None]:
+    """Records written inside this block (and in tasks started from it) name `request_id`."""
+    return bound(_REQUEST_ID, request_id)
 
 
 class _Context(logging.Filter):

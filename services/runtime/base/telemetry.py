@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -17,6 +16,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from services.runtime.base.logs import bound
 
 
 class PresetIdGenerator(RandomIdGenerator):
@@ -35,13 +36,8 @@ class PresetIdGenerator(RandomIdGenerator):
 _PRESET: contextvars.ContextVar[int | None] = contextvars.ContextVar("preset", default=None)
 
 
-@contextlib.contextmanager
-def preset_span_id(span_id: int) -> Iterator[None]:
-    token = _PRESET.set(span_id)
-    try:
-        yield
-    finally:
-        _PRESET.reset(token)
+def preset_span_id(span_id: int) -> contextlib.AbstractContextManager[None]:
+    return bound(_PRESET, span_id)
 
 
 def new_span_id() -> int:

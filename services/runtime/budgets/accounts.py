@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from nats.js.kv import KeyValue
 from pydantic import Field
@@ -23,6 +24,8 @@ from services.runtime.bus.kvstore import get_model, key_for, write_if
 
 REMEMBERED = 5000  # request ids kept per principal-day against double counting
 CAS_TRIES = 200  # compare-and-set tries on one key before giving up (many requests, one day)
+
+R = TypeVar("R")
 
 
 class KeyLocks:
@@ -116,20 +119,10 @@ class Days:
     ) -> tuple[Day, bool]:
         """Add one request's spend to its principal's day (or the day at `key`), once, and drop
         its hold; whether this call added it."""
-        key = key or day_key(principal)
-        async with TURNS.turn(key):
-            return await self._charge(key, request_id, usage, usd)
 
-    async def _charge(
-        self, key: str, request_id: str, usage: Usage, usd: float
-    ) -> tuple[Day, bool]:
-        for attempt in range(CAS_TRIES):
-            if attempt:
-                await backoff(attempt)
-            found, revision = await get_model(self.kv, key, Day)
-            day = found or Day()
+        def count(day: Day) -> tuple[Day | None, tuple[Day, bool]]:
             if request_id in day.counted:
-                return day, False
+                return None, (day, False)
             now = time.time()
             added = Day(
                 input_tokens=day.input_tokens + usage.input_tokens,
@@ -139,6 +132,25 @@ class Days:
                 counted=[*day.counted, request_id][-REMEMBERED:],
                 held={r: h for r, h in day.held.items() if r != request_id and h.until > now},
             )
-            if await write_if(self.kv, key, added, revision) is not None:
-                return added, True
-        raise RuntimeError(f"could not count the spend of {request_id} (contention)")
+            return added, (added, True)
+
+        key = key or day_key(principal)
+        return await change_day(self.kv, key, count, f"count the spend of {request_id}")
+
+
+async def change_day(
+    kv: KeyValue, key: str, change: Callable[[Day], tuple[Day | None, R]], what: str
+) -> R:
+    """Write what `change` makes of the day (or session) at `key`, by compare-and-set in the
+    key's turn, reading it again after a backoff while other writers come first. `change` gets
+    the value (an empty `Day` where there is none) and returns the value to write (None: write
+    nothing) and the result; `what` names the change in the error once every try collided."""
+    async with TURNS.turn(key):
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                await backoff(attempt)
+            found, revision = await get_model(kv, key, Day)
+            value, result = change(found or Day())
+            if value is None or await write_if(kv, key, value, revision) is not None:
+                return result
+    raise RuntimeError(f"could not {what} (contention)")

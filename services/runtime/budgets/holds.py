@@ -44,18 +44,9 @@ import time
 from nats.js.kv import KeyValue
 
 from services.runtime.base.settings import Settings
-from services.runtime.budgets.accounts import (
-    CAS_TRIES,
-    TURNS,
-    Day,
-    Hold,
-    backoff,
-    day_key,
-    session_key,
-)
+from services.runtime.budgets.accounts import Day, Hold, change_day, day_key, session_key
 from services.runtime.budgets.asks import Ask
 from services.runtime.budgets.limits import Limit, Scope, limits_of
-from services.runtime.bus.kvstore import get_model, write_if
 
 PARKED = "parked"  # the step name of a parked request's hold: what it used, nothing ahead
 
@@ -71,32 +62,16 @@ async def hold(
 ) -> int | Limit:
     """Hold `ask` at `key` (a day, or a session) under `limits`: the tokens granted to the step,
     or the limit it would pass. Taking the same step again (a redelivery) grants the same."""
-    async with TURNS.turn(key):
-        return await _hold(kv, key, request_id, ask, limits, scope, ttl)
 
-
-async def _hold(
-    kv: KeyValue,
-    key: str,
-    request_id: str,
-    ask: Ask,
-    limits: tuple[int, float],
-    scope: Scope,
-    ttl: float,
-) -> int | Limit:
-    for attempt in range(CAS_TRIES):
-        if attempt:
-            await backoff(attempt)
-        found, revision = await get_model(kv, key, Day)
-        day = found or Day()
+    def take(day: Day) -> tuple[Day | None, int | Limit]:
         mine = day.held.get(request_id)
         if mine is not None and mine.step == ask.step:
-            return min(max(mine.tokens - ask.used_tokens, 0), ask.tokens)
+            return None, min(max(mine.tokens - ask.used_tokens, 0), ask.tokens)
         if request_id in day.counted:
-            return ask.tokens  # counted already: it has ended, nothing more is sent for it
+            return None, ask.tokens  # counted already: it has ended, nothing more is sent for it
         now = time.time()
         if mine is not None and mine.until > now and _covers(mine, ask):
-            return ask.tokens  # its hold (of its whole attempt) covers this step: no write
+            return None, ask.tokens  # its hold (of its whole attempt) covers this step: no write
         tokens, usd = day.committed(now, besides=request_id)
         room = limits[0] - tokens - ask.used_tokens
         granted = min(ask.tokens + ask.rest, room)
@@ -104,7 +79,7 @@ async def _hold(
             money_room = limits[1] - usd - ask.used_usd
             granted = min(granted, math.floor(money_room / ask.usd_per_token))
         if granted < ask.least:
-            return _refusal(ask, limits, scope, tokens, usd, room)
+            return None, _refusal(ask, limits, scope, tokens, usd, room)
         held = {r: h for r, h in day.held.items() if h.until > now and r != request_id}
         held[request_id] = Hold(
             tokens=ask.used_tokens + granted,
@@ -112,9 +87,9 @@ async def _hold(
             step=ask.step,
             until=now + ttl,
         )
-        if await write_if(kv, key, day.model_copy(update={"held": held}), revision) is not None:
-            return min(granted, ask.tokens)
-    raise RuntimeError(f"could not hold a step of {request_id} (contention)")
+        return day.model_copy(update={"held": held}), min(granted, ask.tokens)
+
+    return await change_day(kv, key, take, f"hold a step of {request_id}")
 
 
 def _covers(mine: Hold, ask: Ask) -> bool:
@@ -163,20 +138,14 @@ async def hold_both(
 
 async def release(kv: KeyValue, key: str, holder: str) -> None:
     """Drop `holder`'s hold at `key` without counting anything (its step is not sent)."""
-    async with TURNS.turn(key):
-        for attempt in range(CAS_TRIES):
-            if attempt:
-                await backoff(attempt)
-            found, revision = await get_model(kv, key, Day)
-            if found is None or holder not in found.held:
-                return
-            held = {r: h for r, h in found.held.items() if r != holder}
-            if (
-                await write_if(kv, key, found.model_copy(update={"held": held}), revision)
-                is not None
-            ):
-                return
-    raise RuntimeError(f"could not release the hold of {holder} (contention)")
+
+    def drop(day: Day) -> tuple[Day | None, None]:
+        if holder not in day.held:
+            return None, None
+        held = {r: h for r, h in day.held.items() if r != holder}
+        return day.model_copy(update={"held": held}), None
+
+    await change_day(kv, key, drop, f"release the hold of {holder}")
 
 
 async def park(
@@ -184,17 +153,13 @@ async def park(
 ) -> None:
     """Settle the request's hold at `key` (a day, or a session) down to `used` (its tokens and
     money so far), lapsing `ttl` seconds from now; nothing once its spend was counted."""
-    async with TURNS.turn(key):
-        for attempt in range(CAS_TRIES):
-            if attempt:
-                await backoff(attempt)
-            found, revision = await get_model(kv, key, Day)
-            day = found or Day()
-            if request_id in day.counted:
-                return
-            now = time.time()
-            held = {r: h for r, h in day.held.items() if h.until > now and r != request_id}
-            held[request_id] = Hold(tokens=used[0], usd=used[1], step=PARKED, until=now + ttl)
-            if await write_if(kv, key, day.model_copy(update={"held": held}), revision) is not None:
-                return
-    raise RuntimeError(f"could not settle the hold of {request_id} (contention)")
+
+    def settle(day: Day) -> tuple[Day | None, None]:
+        if request_id in day.counted:
+            return None, None
+        now = time.time()
+        held = {r: h for r, h in day.held.items() if h.until > now and r != request_id}
+        held[request_id] = Hold(tokens=used[0], usd=used[1], step=PARKED, until=now + ttl)
+        return day.model_copy(update={"held": held}), None
+
+    await change_day(kv, key, settle, f"settle the hold of {request_id}")

@@ -115,19 +115,11 @@ def permissions(service: str, namespace: str) -> Permissions:
     role = topology.roles(s)[service]
     api = "$JS.API"
     publish = [s.deadletter(service), *role.publish]
-    for consumer in role.consumers:
-        durable = topology.durable_name(s, consumer)
+    for stream, durable in role.durables(s):
         publish += [
-            f"{api}.CONSUMER.INFO.{s.work_stream}.{durable}",
-            f"{api}.CONSUMER.MSG.NEXT.{s.work_stream}.{durable}",
-            f"$JS.ACK.{s.work_stream}.{durable}.>",
-        ]
-    for consumer in role.push_consumers:
-        durable = topology.durable_name(s, consumer)
-        publish += [
-            f"{api}.CONSUMER.INFO.{s.push_stream}.{durable}",
-            f"{api}.CONSUMER.MSG.NEXT.{s.push_stream}.{durable}",
-            f"$JS.ACK.{s.push_stream}.{durable}.>",
+            f"{api}.CONSUMER.INFO.{stream}.{durable}",
+            f"{api}.CONSUMER.MSG.NEXT.{stream}.{durable}",
+            f"$JS.ACK.{stream}.{durable}.>",
         ]
     for bucket in sorted({*role.reads, *role.writes, *role.watches}):
         stream = f"KV_{s.bucket(bucket)}"

@@ -80,6 +80,18 @@ class Role:
     # Streams it follows with ordered ephemeral consumers (the gateway's re-attachable streams).
     follows_streams: tuple[str, ...] = field(default=())
 
+    def durables(self, s: Subjects) -> list[tuple[str, str]]:
+        """Each of its durable consumers as (stream, durable name): the WORK stream's, then the
+        PUSH stream's."""
+        return [
+            (stream, durable_name(s, consumer))
+            for stream, names in (
+                (s.work_stream, self.consumers),
+                (s.push_stream, self.push_consumers),
+            )
+            for consumer in names
+        ]
+
 
 def consumers(s: Subjects) -> dict[str, str]:
     """Every durable consumer of the WORK stream (its name without the namespace) and the
@@ -228,76 +240,48 @@ def durable_name(s: Subjects, consumer: str) -> str:
 
 
 def stream_configs(s: Subjects) -> list[StreamConfig]:
+    """Every stream, on file: (name, subjects, days kept, duplicates dropped for ten minutes).
+    The push notifications' outbox is a work queue: an event leaves it once delivered (or given
+    up on); the others keep theirs for their days."""
+    table: list[tuple[str, list[str], int, bool]] = [
+        (s.work_stream, s.work_subjects, 1, True),
+        (s.results_stream, s.result_subjects, 7, True),
+        (s.deadletter_stream, [s.deadletter("*")], 30, False),
+        (s.outbox_stream, [s.outbox_all], 30, True),
+        (s.push_stream, [s.push_all], 7, True),
+    ]
     return [
         StreamConfig(
-            name=s.work_stream,
-            subjects=s.work_subjects,
-            retention=RetentionPolicy.LIMITS,
+            name=name,
+            subjects=subjects,
+            retention=RetentionPolicy.WORK_QUEUE
+            if name == s.push_stream
+            else RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
-            max_age=DAY,
-            duplicate_window=10 * 60,
-        ),
-        StreamConfig(
-            name=s.results_stream,
-            subjects=s.result_subjects,
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=7 * DAY,
-            duplicate_window=10 * 60,
-        ),
-        StreamConfig(
-            name=s.deadletter_stream,
-            subjects=[s.deadletter("*")],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=30 * DAY,
-        ),
-        StreamConfig(
-            name=s.outbox_stream,
-            subjects=[s.outbox_all],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            max_age=30 * DAY,
-            duplicate_window=10 * 60,
-        ),
-        # The push notifications' outbox: an event leaves it once delivered (or given up on).
-        StreamConfig(
-            name=s.push_stream,
-            subjects=[s.push_all],
-            retention=RetentionPolicy.WORK_QUEUE,
-            storage=StorageType.FILE,
-            max_age=7 * DAY,
-            duplicate_window=10 * 60,
-        ),
+            max_age=days * DAY,
+            duplicate_window=10 * 60 if deduplicated else 0,
+        )
+        for name, subjects, days, deduplicated in table
     ]
 
 
 PUSH_DELIVERIES = 12  # deliveries of one event to the push outbox (its webhooks' retries)
 
 
-def push_consumer_config(s: Subjects, consumer: str, settings: Settings) -> ConsumerConfig:
+def consumer_config(
+    s: Subjects, consumer: str, settings: Settings, *, push: bool = False
+) -> ConsumerConfig:
+    """A durable consumer of the work stream (one subject, `max_deliver` deliveries), or with
+    `push` of the push outbox (its subjects, PUSH_DELIVERIES deliveries)."""
     name = durable_name(s, consumer)
     return ConsumerConfig(
         name=name,
         durable_name=name,
-        filter_subjects=push_consumers(s)[consumer],
+        filter_subject=None if push else consumers(s)[consumer],
+        filter_subjects=push_consumers(s)[consumer] if push else None,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=settings.ack_wait,
-        max_deliver=PUSH_DELIVERIES,
-        max_ack_pending=settings.max_concurrency * 4,
-        deliver_policy=DeliverPolicy.ALL,
-    )
-
-
-def consumer_config(s: Subjects, consumer: str, settings: Settings) -> ConsumerConfig:
-    name = durable_name(s, consumer)
-    return ConsumerConfig(
-        name=name,
-        durable_name=name,
-        filter_subject=consumers(s)[consumer],
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=settings.ack_wait,
-        max_deliver=settings.max_deliver,
+        max_deliver=PUSH_DELIVERIES if push else settings.max_deliver,
         max_ack_pending=settings.max_concurrency * 4,
         deliver_policy=DeliverPolicy.ALL,
     )
@@ -334,7 +318,7 @@ async def bootstrap(js: JetStreamContext, settings: Settings) -> None:
     for consumer in consumers(s):
         await js.add_consumer(s.work_stream, consumer_config(s, consumer, settings))
     for consumer in push_consumers(s):
-        await js.add_consumer(s.push_stream, push_consumer_config(s, consumer, settings))
+        await js.add_consumer(s.push_stream, consumer_config(s, consumer, settings, push=True))
     log.info("bus topology of namespace %s is in place", settings.namespace)
 
 
@@ -376,10 +360,8 @@ async def bind(
     while True:
         try:
             buckets = {name: await js.key_value(s.bucket(name)) for name in names}
-            for consumer in role.consumers:
-                await js.consumer_info(s.work_stream, durable_name(s, consumer))
-            for consumer in role.push_consumers:
-                await js.consumer_info(s.push_stream, durable_name(s, consumer))
+            for stream, durable in role.durables(s):
+                await js.consumer_info(stream, durable)
             if said:
                 log.info("the bus topology is in place; going on")
             return buckets

@@ -4,21 +4,17 @@ Embeddings keep theirs: another model's vectors would not compare with the store
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
+
+from services.runtime.base.logs import bound
 
 _MODEL: ContextVar[str | None] = ContextVar("sidekick_model_override", default=None)
 
 
-@contextmanager
-def model_as(model: str | None) -> Iterator[None]:
+def model_as(model: str | None) -> AbstractContextManager[None]:
     """Chat calls inside the block use `model` (None: the role's own)."""
-    token = _MODEL.set(model)
-    try:
-        yield
-    finally:
-        _MODEL.reset(token)
+    return bound(_MODEL, model)
 
 
 def chosen(configured: str) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionMessageParam,
+    ChatCompletionMessageToolCallParam,
 )
 from pydantic import BaseModel
 
@@ -59,20 +60,22 @@ class ChatReply:
 
     def as_param(self) -> ChatCompletionAssistantMessageParam:
         """The turn as a message to send back with the tool results that answer it."""
-        param: ChatCompletionAssistantMessageParam = {
-            "role": "assistant",
-            "content": self.content or None,
-        }
-        if self.tool_calls:
-            param["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in self.tool_calls
-            ]
-        return param
+        return assistant_turn(self.content, [(c.id, c.name, c.arguments) for c in self.tool_calls])
+
+
+def assistant_turn(
+    content: str | None, calls: Iterable[tuple[str, str, str]]
+) -> ChatCompletionAssistantMessageParam:
+    """An assistant turn as a message: its text (None when empty) and the function calls it
+    asked for, each (id, name, arguments)."""
+    param: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": content or None}
+    tool_calls: list[ChatCompletionMessageToolCallParam] = [
+        {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for id_, name, arguments in calls
+    ]
+    if tool_calls:
+        param["tool_calls"] = tool_calls
+    return param
 
 
 @dataclass

@@ -30,18 +30,16 @@ from urllib.parse import urlsplit
 
 import httpcore
 import httpx
-from prometheus_client import Counter
 
 from services.runtime.base.errors import SidekickError
-from services.runtime.base.metrics import REGISTRY
+from services.runtime.base.metrics import counter
 
 log = logging.getLogger("sidekick.egress")
 
-EGRESS_REFUSED = Counter(
+EGRESS_REFUSED = counter(
     "sidekick_egress_refused_total",
     "Outbound connections refused because their address is not public, by where they came from.",
     ["source"],
-    registry=REGISTRY,
 )
 
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -19,6 +19,7 @@ from typing import Any, cast
 from openai.types.chat import ChatCompletionMessageParam
 
 from contracts.frontend import FrontendTool, LoopMessage, ToolCall
+from services.runtime.llm.types import assistant_turn
 from services.workers.tools.errors import ToolError
 from services.workers.tools.toolbox import Call, Outcome
 
@@ -88,17 +89,8 @@ def as_messages(transcript: list[LoopMessage]) -> list[ChatCompletionMessagePara
         if m.role == "tool":
             out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
             continue
-        turn: dict[str, Any] = {"role": "assistant", "content": m.content or None}
-        if m.tool_calls:
-            turn["tool_calls"] = [
-                {
-                    "id": c.call_id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in m.tool_calls
-            ]
-        out.append(cast("ChatCompletionMessageParam", turn))
+        calls = [(c.call_id, c.name, c.arguments) for c in m.tool_calls or []]
+        out.append(assistant_turn(m.content, calls))
     return out
 
 

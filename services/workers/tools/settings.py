@@ -8,7 +8,12 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from services.workers.settings import ApprovalSettings, BraveSettings, provider_secret
+from services.workers.settings import (
+    ApprovalSettings,
+    BraveSettings,
+    provider_secret,
+    provider_url,
+)
 
 
 class ToolsSettings(BraveSettings, ApprovalSettings):
@@ -68,9 +73,7 @@ class ToolsSettings(BraveSettings, ApprovalSettings):
     pushover_user: str | None = provider_secret(
         "PUSHOVER_USER", "Pushover user (or group) key for notify."
     )
-    pushover_base_url: str = Field(
-        default="https://api.pushover.net", description="Pushover API base URL."
-    )
+    pushover_base_url: str = provider_url("https://api.pushover.net", "Pushover")
 
     mcp_config: Path | None = Field(
         default=None,

@@ -18,22 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, get_type_hints
 
 from opentelemetry import trace
-from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from contracts import Source
-from services.runtime.base.metrics import REGISTRY
+from services.runtime.base.metrics import counter
 from services.workers.tools.errors import ToolArgumentsError, ToolError
 from services.workers.tools.hosts import Hosts
 
 log = logging.getLogger("sidekick.workers.tools")
 _tracer = trace.get_tracer("sidekick.tools")
 
-TOOL_CALLS = Counter(
+TOOL_CALLS = counter(
     "sidekick_tool_calls_total",
     "Tool calls made by the TOOLS worker, by tool and outcome.",
     ["tool", "outcome"],
-    registry=REGISTRY,
 )
 
 

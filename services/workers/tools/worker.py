@@ -225,51 +225,31 @@ class ToolsWorker:
     def _result(self, task: WorkerTask, outcome: LoopOutcome, run: RunContext) -> WorkerResult:
         if outcome.approval is not None:  # nothing of it ran; the request parks on it
             return result_for(task, success=False, approval=outcome.approval, usage=outcome.usage)
+
+        def ran(**fields: object) -> WorkerResult:
+            """A result of what ran: with what it used and the sources it read."""
+            return result_for(task, usage=outcome.usage, sources=run.sources, **fields)
+
         if outcome.frontend is not None:  # the client runs its tools; the request parks
-            return result_for(
-                task,
-                success=False,
-                frontend=outcome.frontend,
-                usage=outcome.usage,
-                sources=run.sources,
-            )
+            return ran(success=False, frontend=outcome.frontend)
         if outcome.over_budget is not None:
             error = (
                 f"stopped before model call {outcome.steps + 1}: the request's "
                 f"{outcome.over_budget} is spent. Tools used: {outcome.summary()}. "
                 "The task was not finished."
             )
-            return result_for(
-                task,
-                success=False,
-                error=error,
-                usage=outcome.usage,
-                sources=run.sources,
-                budget_stop=outcome.over_budget,
-            )
+            return ran(success=False, error=error, budget_stop=outcome.over_budget)
         if not outcome.finished:
             error = (
                 f"stopped after {outcome.steps} model turns (the limit, SIDEKICK_TOOLS_MAX_STEPS) "
                 f"without a final answer. Tools used: {outcome.summary()}; the model still "
                 f"wanted to call: {', '.join(outcome.wanted)}. The task was not finished."
             )
-            return result_for(
-                task, success=False, error=error, usage=outcome.usage, sources=run.sources
-            )
+            return ran(success=False, error=error)
         if not (outcome.answer or "").strip():
-            return result_for(
-                task,
+            return ran(
                 success=False,
                 retryable=True,
                 error=f"the model ended with an empty answer (tools used: {outcome.summary()}).",
-                usage=outcome.usage,
-                sources=run.sources,
             )
-        return result_for(
-            task,
-            success=True,
-            output=outcome.answer,
-            usage=outcome.usage,
-            sources=run.sources,
-            budget_stop=outcome.tool_limit,
-        )
+        return ran(success=True, output=outcome.answer, budget_stop=outcome.tool_limit)
