@@ -1,6 +1,8 @@
 """A nats-server locked with one user per service, as `sidekick nats-config` writes it, and the
 attack tests' connections as those users (tests/walls/): each collects the server's permission
-errors, and says whether a subscription or a publish was refused."""
+errors, and says whether a subscription or a publish was refused. `as_role`: a connection to a
+running system's server as one of its roles (a compromised process of that role), and
+`publish_as`, its JetStream publish under a dedupe id of its choosing."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from services.runtime.base.settings import Settings
 from services.runtime.bus.natsauth import ADMIN, SERVICES, Credentials, inbox_prefix, write_config
 from services.runtime.bus.natsserver import NatsServer
 from services.runtime.bus.topology import bootstrap
+from tests.support.harness import System
 
 
 def locked_server(directory: Path, namespace: str, creds: Credentials) -> NatsServer:
@@ -71,3 +74,22 @@ async def users_of(
     finally:
         for user in connected.values():
             await user.nc.close()
+
+
+@asynccontextmanager
+async def as_role(system: System, role: str) -> AsyncIterator[NATS]:
+    """A connection to `system`'s server with `role`'s own credentials, as a compromised
+    process of that role would have; closed after."""
+    assert role in system.service_urls, "the test server must be locked (one user a role)"
+    client = NATS()
+    await client.connect(system.service_urls[role], inbox_prefix=inbox_prefix(role))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def publish_as(nc: NATS, subject: str, data: bytes, msg_id: str) -> None:
+    """Store `data` on `subject` under the dedupe id `msg_id`, which must be free."""
+    ack = await nc.jetstream().publish(subject, data, headers={"Nats-Msg-Id": msg_id}, timeout=5)
+    assert not ack.duplicate, f"{msg_id} was taken already"

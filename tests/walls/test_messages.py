@@ -17,9 +17,9 @@ import websockets
 from nats.aio.client import Client as NATS
 
 from contracts import Subjects
-from services.runtime.bus.natsauth import inbox_prefix
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import System
+from tests.support.natsusers import as_role, publish_as
 from tests.support.probe import Probe
 from tests.support.results import succeeded
 from tests.support.systems import Systems
@@ -42,11 +42,8 @@ async def probe(nc: NATS, attacked: System) -> AsyncIterator[Probe]:
 @pytest.fixture
 async def workers(attacked: System) -> AsyncIterator[NATS]:
     """A connection with the workers' own credentials."""
-    assert "workers" in attacked.service_urls, "the test server must be locked (one user a role)"
-    client = NATS()
-    await client.connect(attacked.service_urls["workers"], inbox_prefix=inbox_prefix("workers"))
-    yield client
-    await client.close()
+    async with as_role(attacked, "workers") as client:
+        yield client
 
 
 async def in_flight(probe: Probe, fake_llm: FakeOpenAI) -> tuple[str, str]:
@@ -64,11 +61,6 @@ async def in_flight(probe: Probe, fake_llm: FakeOpenAI) -> tuple[str, str]:
             return request_id, session
         await asyncio.sleep(0.05)
     raise AssertionError("the worker never got the task")
-
-
-async def publish_as(nc: NATS, subject: str, data: bytes, msg_id: str) -> None:
-    ack = await nc.jetstream().publish(subject, data, headers={"Nats-Msg-Id": msg_id}, timeout=5)
-    assert not ack.duplicate, f"{msg_id} was taken already"
 
 
 async def test_a_worker_cannot_forge_another_users_final_answer(

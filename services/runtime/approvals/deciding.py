@@ -1,7 +1,9 @@
 """A person's decision on a parked action, from any surface: the decision is recorded on the
 approval by compare-and-set (the first one stands; a second answer, a stale approval id, or a
 principal not among its approvers is refused and changes nothing), then the request moves from
-`awaiting_approval` and the orchestrator is told (`ClarificationAnswered` naming the approval).
+`awaiting_approval` and the orchestrator is told (`ClarificationAnswered` naming the approval,
+under a dedupe key sealed with the deciding role's own login secret, `Bus.own_key`, so that no
+other role can publish first under it and have the decision dropped as a duplicate).
 A refusal is a `DecisionRefused` (errors.py) whose message is for the person; each surface
 says it in its own shape.
 
@@ -106,7 +108,7 @@ async def decide(
         await bus.publish(
             event,
             bus.subjects.request_answered,
-            dedupe_key=msg_id(request_id, "answered", parked),
+            dedupe_key=bus.own_key(msg_id(request_id, "answered", parked)),
         )
     except Exception as exc:
         log.warning("request %s: could not pass on the approval: %r", request_id, exc)
