@@ -2,7 +2,8 @@
 (as a compromised worker process would): a forged final answer for another user's request in
 flight, claiming a kind that skips the evaluator and carrying the result's old dedupe key, is
 refused, and the real one still arrives; messages stored first under the keys the orchestrator
-the evaluator, the gateway and the frontline used to publish with do not silence them."""
+the evaluator, the gateway and the frontline used to publish with do not silence them, nor does
+a progress message stored first under the key a request's end used to be stored with."""
 
 from __future__ import annotations
 
