@@ -185,6 +185,7 @@ class RecordStamp(Model):
     created_at: AwareDatetime = Field(description="The record's `created_at`.")
     updated_at: AwareDatetime = Field(description="The record's `updated_at`.")
     trace_id: str | None = Field(default=None, description="The record's `trace_id`.")
+    seal: str = Field(default="", description="The record's `seal`.")
     digest: str = Field(description="SHA-256 of the record's JSON (hex, 32 digits).")
 
 

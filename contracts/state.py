@@ -170,6 +170,12 @@ class RequestRecord(Model):
         "questions and end are published on its push subjects too (set by the gateway, by "
         "compare-and-set, when the first webhook config of the task is kept).",
     )
+    seal: str = Field(
+        default="",
+        description="A random secret of the request, set by the gateway that accepts it and "
+        "known only to the roles that read its record: its end's dedupe keys carry it, so no "
+        "other role can store a message first under them (empty: made before it existed).",
+    )
     state: RequestState = Field(default="accepted", description="Where it is in its life.")
     status: WorkflowStatus = Field(description="The status word clients see.")
     detail: str = Field(default="", description="Human-readable detail of the status.")

@@ -2,7 +2,8 @@
 (as a compromised worker process would): a forged final answer for another user's request in
 flight, claiming a kind that skips the evaluator and carrying the result's old dedupe key, is
 refused, and the real one still arrives; messages stored first under the keys the orchestrator
-the evaluator, the gateway and the frontline used to publish with do not silence them."""
+the evaluator, the gateway and the frontline used to publish with do not silence them, nor does
+a progress message stored first under the key a request's end used to be stored with."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from typing import Any
 import pytest
 import websockets
 from nats.aio.client import Client as NATS
+from nats.js.errors import NotFoundError
 
-from contracts import Subjects
+from contracts import RequestCompleted, Subjects
+from services.runtime.requests.lifecycle import Requests
 from tests.support.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.harness import System
 from tests.support.natsusers import as_role, publish_as
@@ -127,3 +130,52 @@ async def test_no_role_can_silence_a_users_cancel(
             assert end["status"] == "cancelled", end
     finally:
         gate.set()
+
+
+async def test_no_role_can_silence_a_requests_stored_end(
+    attacked: System, nc: NATS, workers: NATS, fake_llm: FakeOpenAI
+) -> None:
+    """A request's end is stored once in the RESULTS stream, under a dedupe key every role that
+    may end the request computes alike; the stream also stores the progress a worker publishes
+    (`out.*.*.progress`), so a worker that took that key first (it knows the request's id) would
+    have the real end dropped as a duplicate: catch-up and re-attach would never see it."""
+    gate.clear()
+    fake_llm.script("fake-worker", lambda _: Reply(REAL, wait=gate))
+    s = Subjects(attacked.namespace)
+    requests = Requests(await nc.jetstream().key_value(s.status_bucket), "gateway")
+    try:
+        async with websockets.connect(attacked.ws_url) as ws:
+
+            async def frame(wanted: str) -> dict[str, Any]:
+                while True:
+                    got: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                    if wanted in got or got.get("event") == wanted:
+                        return got
+
+            await ws.send(json.dumps({"init": True, "uuid": "victim-end", "events": True}))
+            await frame("ready")
+            await ws.send(json.dumps({"uuid": "victim-end", "message": "search for Paris"}))
+            request_id = (await frame("ack"))["request_id"]
+            for _ in range(600):
+                if fake_llm.chat_calls("fake-worker"):
+                    break
+                await asyncio.sleep(0.05)
+            tracked = await requests.load(request_id)
+            assert tracked is not None
+            session_id = tracked.value.session_id
+            # A progress message (a subject the workers may publish, stored by the RESULTS
+            # stream) under the id the end used to be stored with.
+            progress = s.progress(request_id, session_id)
+            await publish_as(workers, progress, b'{"stale": true}', f"{request_id}:final")
+            gate.set()
+            end = await frame("on_chat_model_end")
+            assert end["status"] == "completed", end
+    finally:
+        gate.set()
+    subject = s.request_completed(request_id, session_id)
+    try:
+        stored = await nc.jetstream().get_last_msg(s.results_stream, subject)
+    except NotFoundError:
+        raise AssertionError("the end never reached the RESULTS stream: silenced") from None
+    done = RequestCompleted.model_validate_json(stored.data or b"")
+    assert (done.request_id, done.output) == (request_id, REAL), done

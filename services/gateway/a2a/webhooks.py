@@ -112,7 +112,7 @@ class Webhooks:
         race between the mark and the end loses the end."""
         tracked = await records(self.bus).notify(task_id)
         if tracked is not None and tracked.value.ended and tracked.value.outcome is not None:
-            await push(self.bus, tracked.value.outcome)
+            await push(self.bus, tracked.value.outcome, tracked.value.seal)
 
     async def keep(
         self, principal: str, task_id: str, given: PushConfigIn, version: Version

@@ -13,6 +13,7 @@ Each principal's requests are also listed in the gateway's own KV bucket `<ns>_i
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 
 from opentelemetry import trace
@@ -273,6 +274,7 @@ class Intake:
             principal=principal,
             text=text,
             push=new.push,
+            seal=secrets.token_hex(8),
             state="accepted" if place.position == 0 else "queued",
             status="started",
             trace_id=current_trace_id(),

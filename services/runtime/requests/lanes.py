@@ -74,7 +74,7 @@ OPTIONS = (
 )
 OWNED = (*OPTIONS, "session_id", "principal")
 # What a request's stamp (`RecordStamp`) keeps of its record, under the record's names.
-STAMPED = ("created_at", "updated_at", "trace_id")
+STAMPED = ("created_at", "updated_at", "trace_id", "seal")
 
 
 class Busy(SidekickError):

@@ -61,13 +61,26 @@ def _step(event: Outcome) -> str:
     return f"clarify:{event.event_id}" if isinstance(event, ClarificationRequested) else "final"
 
 
-async def push(bus: Bus, event: Outcome) -> None:
+def end_key(event: Outcome, seal: str, step: str = "") -> str:
+    """The dedupe key `event` is stored with (`step`: a prefix, `push.` on the push subject):
+    the same from every role that may publish it (the gateway, the frontline, the
+    orchestrator: after a crash, or racing, each stores it under this key, so the stream keeps
+    one copy), and sealed with the request's `seal` (its record's secret), so a role that does
+    not read the request's record (a worker knows its id) cannot store a message first under
+    it and have the end dropped as a duplicate. No seal (a record made before it existed, or an
+    orphan outcome with no record): the plain key."""
+    key = msg_id(event.request_id, step + _step(event))
+    return f"{key}:{seal}" if seal else key
+
+
+async def push(bus: Bus, event: Outcome, seal: str) -> None:
     """The outcome on its request's push subject too (`<ns>.push.<request>.<what>`), for a
     request a client is notified of: the PUSH stream keeps it until the gateways' `push`
     consumer has POSTed it. Whoever publishes it (the call that recorded it, or the gateway
-    that set `push` on a request already ended) uses the same dedupe key: stored once."""
+    that set `push` on a request already ended) uses the same dedupe key (`seal`: the request
+    record's): stored once."""
     what = _subject(bus, event).rsplit(".", 1)[1]
-    key = msg_id(event.request_id, f"push.{_step(event)}")
+    key = end_key(event, seal, "push.")
     await bus.publish(event, bus.subjects.push(event.request_id, what), dedupe_key=key)
 
 
@@ -95,6 +108,7 @@ async def finish(
     due: str | None = None
     session_now: Versioned[SessionRecord] | None = None
     pushed = False  # a client is notified of it (the record's `push`, as this write found it)
+    seal = ""  # the record's (none for an orphan outcome)
     try:
         ended, moved = await records(bus).settle(event, known=known, via=via, **(changes or {}))
     except IllegalMove as exc:
@@ -106,7 +120,7 @@ async def finish(
         moved = True
     else:
         record = ended.value
-        pushed = record.push
+        pushed, seal = record.push, record.seal
         if record.outcome is None:  # cannot happen: settle() stores an outcome with each end
             return None
         winner = record.outcome
@@ -127,10 +141,9 @@ async def finish(
             REQUESTS.labels(outcome, route).inc()
             took = (record.updated_at - record.created_at).total_seconds()
             REQUEST_DURATION.labels(outcome, route).observe(took)
-    step = _step(winner)
-    await bus.publish(winner, _subject(bus, winner), dedupe_key=msg_id(winner.request_id, step))
+    await bus.publish(winner, _subject(bus, winner), dedupe_key=end_key(winner, seal))
     if pushed:
-        await push(bus, winner)
+        await push(bus, winner, seal)
     if due is not None:  # after the end is out, so no client sees the next one's first
         await lanes.start(bus, due, session_now)
     return winner
