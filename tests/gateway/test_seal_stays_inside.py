@@ -15,6 +15,7 @@ from services.gateway.workflows.views import view
 from services.runtime.bus.kvstore import Versioned
 from services.runtime.requests.lanes import record_from, request_of
 from services.runtime.requests.outcomes import end_key
+from tests.support.results import ended_record
 
 pytestmark = pytest.mark.fast
 
@@ -22,18 +23,7 @@ SEAL = "5ea15ea15ea15ea1"
 
 
 def sealed(**fields: object) -> RequestRecord:
-    return RequestRecord.model_validate(
-        {
-            "request_id": "r1",
-            "session_id": "alice/s1",
-            "principal": "alice",
-            "text": "search the tides",
-            "status": "completed",
-            "state": "completed",
-            "seal": SEAL,
-            **fields,
-        }
-    )
+    return ended_record(seal=SEAL, **fields)
 
 
 def ended() -> RequestCompleted:

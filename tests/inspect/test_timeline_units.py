@@ -5,33 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from contracts import RequestCompleted, RequestRecord, Usage
+from contracts import RequestCompleted, Usage
 from contracts.base import ToolUse
 from contracts.decisions import OrchestratorDecision
 from contracts.events import RequestRouted
 from contracts.state import Attempt, LoopState
 from services.gateway.requests.timeline import build
-from tests.support.results import succeeded
+from tests.support.results import ended_record, succeeded
 
 pytestmark = pytest.mark.fast
 
 
 def free(_: Usage) -> float:
     return 0.0
-
-
-def record(**fields: object) -> RequestRecord:
-    return RequestRecord.model_validate(
-        {
-            "request_id": "r1",
-            "session_id": "alice/s1",
-            "principal": "alice",
-            "text": "search the tides",
-            "status": "completed",
-            "state": "completed",
-            **fields,
-        }
-    )
 
 
 def ended(route: str = "orchestrated") -> RequestCompleted:
@@ -41,14 +27,14 @@ def ended(route: str = "orchestrated") -> RequestCompleted:
 
 
 def test_an_orchestrated_end_without_its_loop_says_the_steps_are_not_available() -> None:
-    timeline = build(record(outcome=ended()), "s1", free)
+    timeline = build(ended_record(outcome=ended()), "s1", free)
     steps = [e.step for e in timeline.entries]
     assert steps == ["accepted", "unavailable", "ended"]
     assert "not in this request's record" in timeline.entries[1].detail
 
 
 def test_a_direct_answer_is_accepted_answered_and_ended() -> None:
-    timeline = build(record(outcome=ended("direct")), "s1", free)
+    timeline = build(ended_record(outcome=ended("direct")), "s1", free)
     assert [e.step for e in timeline.entries] == ["accepted", "direct", "ended"]
     assert timeline.route == "direct"
 
@@ -71,7 +57,7 @@ def test_tool_calls_past_those_kept_are_said_to_be_no_longer_available() -> None
         decision=decision,
         attempts=[Attempt(n=1, result=result)],
     )
-    timeline = build(record(outcome=ended(), loop=loop), "s1", free)
+    timeline = build(ended_record(outcome=ended(), loop=loop), "s1", free)
     (attempt,) = [e for e in timeline.entries if e.step == "attempt"]
     assert attempt.tool_calls == [use]
     assert "3 tool calls made; 1 of them kept here" in attempt.detail

@@ -17,6 +17,7 @@ import pytest
 import websockets
 from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
+from websockets.asyncio.client import ClientConnection
 
 from contracts import RequestCompleted, Subjects
 from services.runtime.requests.lifecycle import Requests
@@ -66,6 +67,27 @@ async def in_flight(probe: Probe, fake_llm: FakeOpenAI) -> tuple[str, str]:
     raise AssertionError("the worker never got the task")
 
 
+async def frame(ws: ClientConnection, wanted: str) -> dict[str, Any]:
+    """The next frame that is, or has, `wanted`."""
+    while True:
+        got: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        if wanted in got or got.get("event") == wanted:
+            return got
+
+
+async def held_request(ws: ClientConnection, uuid: str, fake_llm: FakeOpenAI) -> str:
+    """A request sent over `ws` as client `uuid`, its worker held at its model call: its id."""
+    await ws.send(json.dumps({"init": True, "uuid": uuid, "events": True}))
+    await frame(ws, "ready")
+    await ws.send(json.dumps({"uuid": uuid, "message": "search for Paris"}))
+    request_id: str = (await frame(ws, "ack"))["request_id"]
+    for _ in range(600):
+        if fake_llm.chat_calls("fake-worker"):
+            break
+        await asyncio.sleep(0.05)
+    return request_id
+
+
 async def test_a_worker_cannot_forge_another_users_final_answer(
     probe: Probe, workers: NATS, fake_llm: FakeOpenAI, attacked: System
 ) -> None:
@@ -108,25 +130,11 @@ async def test_no_role_can_silence_a_users_cancel(
     subject = Subjects(attacked.namespace).worker_completed
     try:
         async with websockets.connect(attacked.ws_url) as ws:
-
-            async def frame(wanted: str) -> dict[str, Any]:
-                while True:
-                    got: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                    if wanted in got or got.get("event") == wanted:
-                        return got
-
-            await ws.send(json.dumps({"init": True, "uuid": "victim-cancel", "events": True}))
-            await frame("ready")
-            await ws.send(json.dumps({"uuid": "victim-cancel", "message": "search for Paris"}))
-            request_id = (await frame("ack"))["request_id"]
-            for _ in range(600):
-                if fake_llm.chat_calls("fake-worker"):
-                    break
-                await asyncio.sleep(0.05)
+            request_id = await held_request(ws, "victim-cancel", fake_llm)
             # Stored first under the id the gateway used to publish the cancel with.
             await publish_as(workers, subject, b'{"stale": true}', f"{request_id}:cancel")
             await ws.send(json.dumps({"cancel": request_id}))
-            end = await frame("on_chat_model_end")
+            end = await frame(ws, "on_chat_model_end")
             assert end["status"] == "cancelled", end
     finally:
         gate.set()
@@ -145,21 +153,7 @@ async def test_no_role_can_silence_a_requests_stored_end(
     requests = Requests(await nc.jetstream().key_value(s.status_bucket), "gateway")
     try:
         async with websockets.connect(attacked.ws_url) as ws:
-
-            async def frame(wanted: str) -> dict[str, Any]:
-                while True:
-                    got: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                    if wanted in got or got.get("event") == wanted:
-                        return got
-
-            await ws.send(json.dumps({"init": True, "uuid": "victim-end", "events": True}))
-            await frame("ready")
-            await ws.send(json.dumps({"uuid": "victim-end", "message": "search for Paris"}))
-            request_id = (await frame("ack"))["request_id"]
-            for _ in range(600):
-                if fake_llm.chat_calls("fake-worker"):
-                    break
-                await asyncio.sleep(0.05)
+            request_id = await held_request(ws, "victim-end", fake_llm)
             tracked = await requests.load(request_id)
             assert tracked is not None
             session_id = tracked.value.session_id
@@ -168,7 +162,7 @@ async def test_no_role_can_silence_a_requests_stored_end(
             progress = s.progress(request_id, session_id)
             await publish_as(workers, progress, b'{"stale": true}', f"{request_id}:final")
             gate.set()
-            end = await frame("on_chat_model_end")
+            end = await frame(ws, "on_chat_model_end")
             assert end["status"] == "completed", end
     finally:
         gate.set()
