@@ -23,7 +23,7 @@ from nats.js.api import KeyValueConfig
 
 from contracts import new_id
 from services.runtime.bus.natsserver import NatsServer
-from services.runtime.llm.endpoint import close_http
+from services.runtime.llm import transport
 from tests.support.fakes.brave import FakeBrave
 from tests.support.fakes.openai_server import FakeOpenAI
 from tests.support.harness import System
@@ -45,9 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 async def _close_model_http() -> AsyncIterator[None]:
-    """Model clients made in the test process share one HTTP client; closed at the end."""
+    """Model clients made in the test process share one HTTP session; closed at the end."""
     yield
-    await close_http()
+    await transport.close()
 
 
 @pytest.fixture(params=[pytest.param("memory", marks=pytest.mark.fast), "nats"])

@@ -250,11 +250,11 @@ class ServiceHost:
 
 
 async def _close_model_clients() -> None:
-    """Close the process's HTTP client for model calls, if it ever made one (imported only by
+    """Close the process's HTTP session for model calls, if it ever made one (imported only by
     the services that call models: the gateway does not load the SDK at all)."""
-    endpoint = sys.modules.get("services.runtime.llm.endpoint")
-    if endpoint is not None:
-        await endpoint.close_http()
+    transport = sys.modules.get("services.runtime.llm.transport")
+    if transport is not None:
+        await transport.close()
 
 
 def _stop_quietly_on_signals(server: uvicorn.Server) -> None:

@@ -61,11 +61,6 @@ STREAM_OPTIONS = {"include_usage": True}
 RETRY_CAP = 30.0  # seconds: the longest back-off between two attempts
 
 
-async def close_http() -> None:
-    """Close the process's HTTP session (at shutdown: aiohttp complains about open ones)."""
-    await transport.close()
-
-
 class Endpoint:
     """Create once per process and share."""
 
